@@ -1,0 +1,23 @@
+"""Shared pytest fixtures: where the repository and the shared assets live."""
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    """The repository root (the folder holding train_gpt.py and data/)."""
+    return REPO_ROOT
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """../shared next to the repository: proxy shards, sample.jsonl, tokenizer cache."""
+    shared = REPO_ROOT.parent / "shared"
+    if not shared.is_dir():
+        pytest.fail(f"{shared} is missing: these tests need the shared assets folder "
+                    f"(proxy/sample.jsonl, tokenizer/tiktoken_cache) next to the repository")
+    return shared
