@@ -1,0 +1,133 @@
+"""Tests for data/shards.py: round trip, atomic writes, statistics and the exact error texts."""
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+import shards  # noqa: E402
+from shards import EOT, HEADER_BYTES, MAGIC, VERSION, ShardError  # noqa: E402
+
+
+def raw_shard(path, header_values, n_token_bytes):
+    """Write a file with a hand-made header (first ints) and n_token_bytes of payload."""
+    header = np.zeros(256, dtype="<i4")
+    header[:len(header_values)] = header_values
+    path.write_bytes(header.tobytes() + bytes(n_token_bytes))
+    return str(path)
+
+
+def test_constants():
+    assert (MAGIC, VERSION, shards.HEADER_INTS, HEADER_BYTES, EOT) == (20240520, 1, 256, 1024, 50256)
+    assert issubclass(ShardError, ValueError)
+
+
+def test_round_trip_and_layout(tmp_path):
+    tokens = np.array([EOT, 1, 2, 3, EOT, 50255, 7], dtype=np.uint16)
+    path = tmp_path / "x.bin"
+    shards.write_shard(path, tokens)
+    raw = path.read_bytes()
+    assert len(raw) == HEADER_BYTES + 2 * len(tokens)
+    assert np.frombuffer(raw[:12], dtype="<i4").tolist() == [MAGIC, VERSION, len(tokens)]
+    assert not any(raw[12:HEADER_BYTES])
+    assert np.frombuffer(raw[HEADER_BYTES:], dtype="<u2").tolist() == tokens.tolist()
+    assert shards.read_header(path) == len(tokens)
+    read = shards.read_tokens(str(path))
+    assert read.dtype == np.uint16 and read.tolist() == tokens.tolist()
+    assert os.listdir(tmp_path) == ["x.bin"]  # the .tmp file is gone
+
+
+def test_write_accepts_lists_and_empty(tmp_path):
+    shards.write_shard(tmp_path / "a.bin", [EOT, 5])
+    shards.write_shard(tmp_path / "b.bin", np.array([], dtype=np.int64))
+    assert shards.read_tokens(tmp_path / "a.bin").tolist() == [EOT, 5]
+    assert shards.read_header(tmp_path / "b.bin") == 0
+
+
+def test_write_rejects_out_of_range_and_keeps_old_file(tmp_path):
+    path = tmp_path / "x.bin"
+    shards.write_shard(path, [EOT, 1])
+    with pytest.raises(ValueError):
+        shards.write_shard(path, [EOT, 70000])
+    assert shards.read_tokens(path).tolist() == [EOT, 1]
+    assert sorted(os.listdir(tmp_path)) == ["x.bin"]
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    """A failure mid-write leaves neither a partial final file nor a .tmp file."""
+    path = tmp_path / "x.bin"
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shards.os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        shards.write_shard(path, [EOT, 1, 2])
+    assert os.listdir(tmp_path) == []
+
+
+def test_stats(tmp_path):
+    path = tmp_path / "x.bin"
+    shards.write_shard(path, [EOT, 10, 20, EOT, 30, EOT])
+    assert shards.shard_stats(path) == dict(tokens=6, documents=3, max_token=EOT, first_token=EOT)
+    shards.write_shard(path, [])
+    assert shards.shard_stats(path) == dict(tokens=0, documents=0, max_token=None, first_token=None)
+
+
+def test_error_shorter_than_header(tmp_path):
+    path = tmp_path / "short.bin"
+    path.write_bytes(b"\0" * 100)
+    with pytest.raises(ShardError) as e:
+        shards.read_header(str(path))
+    assert str(e.value) == (f"{path}: truncated: 100 bytes is shorter than the 1024-byte header; "
+                            f"re-download or re-tokenize it")
+
+
+def test_error_wrong_magic(tmp_path):
+    path = raw_shard(tmp_path / "m.bin", [1234, 1, 0], 0)
+    with pytest.raises(ShardError) as e:
+        shards.read_tokens(path)
+    assert str(e.value) == (f"{path}: not a speedrun shard (magic 1234, expected 20240520); "
+                            f"re-download or re-tokenize it")
+
+
+def test_error_wrong_version(tmp_path):
+    path = raw_shard(tmp_path / "v.bin", [MAGIC, 7, 0], 0)
+    with pytest.raises(ShardError) as e:
+        shards.read_header(path)
+    assert str(e.value) == (f"{path}: unsupported shard version 7 (expected 1); "
+                            f"re-download or re-tokenize it")
+
+
+def test_error_fewer_bytes_than_promised(tmp_path):
+    path = raw_shard(tmp_path / "t.bin", [MAGIC, VERSION, 10], 18)
+    with pytest.raises(ShardError) as e:
+        shards.read_header(path)
+    assert str(e.value) == (f"{path}: truncated: header promises 10 tokens (1044 bytes) "
+                            f"but the file has 1042 bytes; re-download or re-tokenize it")
+
+
+def test_error_more_bytes_than_promised(tmp_path):
+    path = raw_shard(tmp_path / "c.bin", [MAGIC, VERSION, 10], 21)
+    with pytest.raises(ShardError) as e:
+        shards.shard_stats(path)
+    assert str(e.value) == (f"{path}: corrupt: header promises 10 tokens (1044 bytes) "
+                            f"but the file has 1045 bytes; re-download or re-tokenize it")
+
+
+def test_checks_run_in_order(tmp_path):
+    """Wrong magic is reported before wrong version and size problems."""
+    path = raw_shard(tmp_path / "all.bin", [1, 2, 99], 3)
+    with pytest.raises(ShardError, match="not a speedrun shard"):
+        shards.read_header(path)
+    path = raw_shard(tmp_path / "ver.bin", [MAGIC, 2, 99], 3)
+    with pytest.raises(ShardError, match="unsupported shard version 2"):
+        shards.read_header(path)
+
+
+def test_missing_file_is_oserror(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        shards.read_header(tmp_path / "nope.bin")
