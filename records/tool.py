@@ -1,0 +1,457 @@
+"""Work with speedrun run logs: extract, re-run, diff and compare records.
+
+Every track script writes ``logs/<run_id>.txt`` that starts with the script's exact
+source, then one separator line, then a header, the resolved hyperparameters and the
+step lines::
+
+    <N bytes of source>[one "\\n" if the source did not end with one]
+    ==================== end of source: train_gpt.py, N bytes ====================
+    run_id: ...
+    command: torchrun --standalone --nproc_per_node=8 train_gpt.py --lr=0.04
+    argv: ["train_gpt.py", "--lr=0.04"]
+    world_size: 8
+    python: / torch: / cuda: / triton: / gpu: ...
+    hyperparameters:
+      name: value
+    nvidia-smi:
+      ...
+    step:0/20 val_loss:10.8258 train_time:0ms step_avg:0.00ms
+    step:1/20 train_loss:10.8301 train_time:35ms step_avg:35.00ms
+    peak memory allocated: 33512 MiB reserved: 34000 MiB
+
+Subcommands (``python records/tool.py <cmd> --help`` for details):
+
+    extract LOG [-o FILE] [--force]       write the script back, print the command that re-runs it
+    rerun LOG [--dry-run] [-- ARGS...]    extract to a temp file and launch it (ARGS override)
+    diff LOG_A LOG_B                      diff the two scripts and their hyperparameters
+    compare LOG_OR_DIR... [--target T] [--png FILE]
+                                          table of runs, per-group mean/std/t-test vs the target
+
+Errors (missing file, not a run log, ...) are one ``error: ...`` line on stderr and exit 2.
+"""
+
+import argparse
+import dataclasses
+import difflib
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SEPARATOR_RE = re.compile(rb"^=+ end of source: (\S+), (\d+) bytes =+$", re.MULTILINE)
+STEP_RE = re.compile(r"^step:(\d+)/(\d+)((?:\s+\S+:\S+)*)\s*$")
+PEAK_RE = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB")
+HEADER_RE = re.compile(r"^([A-Za-z_][\w-]*):(?: (.*))?$")
+NUMBER_RE = re.compile(r"^([-+]?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))(.*)$", re.IGNORECASE)
+ENV_KEYS = ("python", "torch", "cuda", "triton", "gpu")
+SPEEDRUN_P = 0.01
+
+
+class ToolError(Exception):
+    """A user-facing failure: printed as one ``error:`` line, exit status 2."""
+
+
+@dataclasses.dataclass
+class RunLog:
+    """Everything parsed out of one run log."""
+
+    path: Path
+    script_name: str
+    source: bytes
+    header: dict
+    hparams: dict
+    nvidia_smi: list
+    steps: list  # one dict per step line: {"step": int, "total": int, <key>: <raw value>}
+    stopped: str | None
+    peak_allocated_mib: int | None
+
+    def last(self, key):
+        """The raw value of ``key`` on the last step line that has it, else None."""
+        for row in reversed(self.steps):
+            if key in row:
+                return row[key]
+        return None
+
+
+def number(text):
+    """Parse a step-line value such as ``7.1234``, ``nan``, ``35.00ms`` or ``1.2%`` (seconds become ms)."""
+    match = NUMBER_RE.match(text or "")
+    if not match:
+        return None
+    value, unit = float(match.group(1)), match.group(2)
+    return value * 1000 if unit == "s" else value
+
+
+def find_separator(data):
+    """Return (match, source_length) of the first separator line consistent with its offset."""
+    for match in SEPARATOR_RE.finditer(data):
+        n, offset = int(match.group(2)), match.start()
+        source = data[:n]
+        if offset == n and (n == 0 or source.endswith(b"\n")):
+            return match, n
+        if offset == n + 1 and data[n:n + 1] == b"\n" and not source.endswith(b"\n"):
+            return match, n
+    return None, None
+
+
+def parse_tail(lines):
+    """Parse the lines after the separator into header, hyperparameters, nvidia-smi and steps."""
+    header, hparams, smi, steps = {}, {}, [], []
+    stopped, peak, block = None, None, None
+    for line in lines:
+        if block is not None and line.startswith("  "):
+            if block is hparams:
+                name, _, value = line[2:].partition(": ")
+                hparams[name.rstrip(":")] = value
+            else:
+                smi.append(line[2:])
+            continue
+        block = None
+        step = STEP_RE.match(line)
+        if step:
+            row = {"step": int(step.group(1)), "total": int(step.group(2))}
+            for field in step.group(3).split():
+                key, _, value = field.partition(":")
+                row[key] = value
+            steps.append(row)
+        elif line.startswith("stopped:"):
+            stopped = line[len("stopped:"):].strip()
+        elif PEAK_RE.match(line):
+            peak = int(PEAK_RE.match(line).group(1))
+        elif HEADER_RE.match(line) and not steps:
+            key, value = HEADER_RE.match(line).groups()
+            if key == "hyperparameters" and not value:
+                block = hparams
+            elif key == "nvidia-smi" and not value:
+                block = smi
+            else:
+                header.setdefault(key, value or "")
+    return header, hparams, smi, steps, stopped, peak
+
+
+def load_log(path):
+    """Read and parse a run log; raise ToolError for a missing file or a file that is no log."""
+    path = Path(path)
+    if not path.exists():
+        raise ToolError(f"{path}: no such file")
+    if not path.is_file():
+        raise ToolError(f"{path} is not a file")
+    data = path.read_bytes()
+    match, n = find_separator(data)
+    if match is None:
+        raise ToolError(f'{path} is not a run log (no "end of source" separator line)')
+    tail = data[match.end():].decode("utf-8", errors="replace").splitlines()
+    header, hparams, smi, steps, stopped, peak = parse_tail(tail)
+    return RunLog(path, match.group(1).decode("utf-8", errors="replace"), data[:n],
+                  header, hparams, smi, steps, stopped, peak)
+
+
+def write_script(log, out, force):
+    """Write the embedded source to ``out``; refuse to clobber a different file unless forced."""
+    out = Path(out)
+    if out.exists() and out.read_bytes() != log.source and not force:
+        raise ToolError(f"{out} exists and differs from the script in {log.path} (use --force)")
+    out.write_bytes(log.source)
+    return out
+
+
+def reproduce_command(log, script_path):
+    """The command (as an argv list) that re-runs ``log`` with the script at ``script_path``."""
+    if "argv" not in log.header:
+        raise ToolError(f"{log.path} has no argv line")
+    try:
+        overrides = json.loads(log.header["argv"])[1:]
+    except (ValueError, TypeError):
+        raise ToolError(f"{log.path}: argv line is not a JSON list") from None
+    world_size = int(log.header.get("world_size", "1") or 1)
+    recorded = shlex.split(log.header.get("command", ""))
+    uses_python = bool(recorded) and "torchrun" not in recorded[0] and "torch.distributed.run" not in recorded
+    if world_size == 1 and uses_python:
+        return ["python", str(script_path), *overrides]
+    return ["torchrun", "--standalone", f"--nproc_per_node={world_size}", str(script_path), *overrides]
+
+
+def current_environment():
+    """This machine's values for the environment keys that a log records."""
+    import torch  # imported lazily: only rerun needs it
+
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    gpu = "none"
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        gpu = f"{names[0]} x{len(names)}" if len(set(names)) == 1 else ", ".join(names)
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "triton": triton_version,
+        "gpu": gpu,
+    }
+
+
+def environment_warnings(log, env):
+    """One warning line per recorded environment key whose value differs from ``env``."""
+    return [f"warning: {key} differs: log has {log.header[key]}, this machine has {env[key]}"
+            for key in ENV_KEYS if key in log.header and log.header[key] != env[key]]
+
+
+def launch_argv(command):
+    """Turn a printed command into what to execute, using this interpreter for python/torchrun."""
+    if command[0] == "python":
+        return [sys.executable, *command[1:]]
+    return [sys.executable, "-m", "torch.distributed.run", *command[1:]]
+
+
+def cmd_extract(args):
+    log = load_log(args.log)
+    out = write_script(log, args.output or log.script_name, args.force)
+    print(f"wrote {out} ({len(log.source)} bytes)", file=sys.stderr)
+    print(shlex.join(reproduce_command(log, out)))
+    return 0
+
+
+def cmd_rerun(args):
+    log = load_log(args.log)
+    for line in environment_warnings(log, current_environment()):
+        print(line, file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
+        out = write_script(log, args.output or Path(tmp) / log.script_name, args.force)
+        command = launch_argv(reproduce_command(log, out)) + args.extra
+        print(shlex.join(command), flush=True)
+        if args.dry_run:
+            return 0
+        return subprocess.run(command).returncode
+
+
+def hparam_changes(a, b):
+    """``- name: old`` / ``+ name: new`` lines for changed, removed and added fields."""
+    lines = []
+    for name in list(a) + [k for k in b if k not in a]:
+        if a.get(name) == b.get(name):
+            continue
+        if name in a:
+            lines.append(f"- {name}: {a[name]}")
+        if name in b:
+            lines.append(f"+ {name}: {b[name]}")
+    return lines
+
+
+def cmd_diff(args):
+    a, b = load_log(args.log_a), load_log(args.log_b)
+    source_a = a.source.decode("utf-8", errors="replace").splitlines(keepends=True)
+    source_b = b.source.decode("utf-8", errors="replace").splitlines(keepends=True)
+    script_diff = list(difflib.unified_diff(source_a, source_b, f"{a.path}: {a.script_name}",
+                                            f"{b.path}: {b.script_name}"))
+    if script_diff:
+        for line in script_diff:
+            sys.stdout.write(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    else:
+        print(f"scripts are identical ({a.script_name}, {len(a.source)} bytes)")
+    changes = hparam_changes(a.hparams, b.hparams)
+    print("hyperparameters:" if changes else "hyperparameters are identical")
+    for line in changes:
+        print(line)
+    return 0
+
+
+def collect_groups(paths):
+    """Map group name -> list of logs: one group per folder, one for all loose files."""
+    groups = {}
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            logs = []
+            for file in sorted(path.glob("*.txt")):
+                try:
+                    logs.append(load_log(file))
+                except ToolError as err:
+                    print(f"warning: skipping {err}", file=sys.stderr)
+            if not logs:
+                raise ToolError(f"{path} holds no run logs")
+            groups[str(path)] = logs
+        else:
+            groups.setdefault("(files)", []).append(load_log(path))
+    return groups
+
+
+def student_t_cdf(t, df):
+    """CDF of Student's t with integer ``df`` (closed form, Abramowitz & Stegun 26.7.3-4)."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 1:
+        total, term = 0.0, s * math.cos(theta)
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        a = 2 / math.pi * (theta + total)
+    else:
+        total, term = 0.0, s
+        for k in range(1, df // 2 + 1):
+            total += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+        a = total
+    return 0.5 + 0.5 * a
+
+
+def t_cdf(t, df):
+    """Student-t CDF: scipy's when it imports, else the closed form above."""
+    try:
+        from scipy import stats
+    except ImportError:
+        return student_t_cdf(t, df)
+    return float(stats.t.cdf(t, df))
+
+
+def group_stats(losses, target):
+    """(n, mean, std, t, p) of final val losses; p for H1: mean < target (None when n < 2)."""
+    n = len(losses)
+    mean = sum(losses) / n if n else math.nan
+    if n < 2:
+        return n, mean, math.nan, None, None
+    std = math.sqrt(sum((x - mean) ** 2 for x in losses) / (n - 1))
+    if std == 0:
+        t = -math.inf if mean < target else math.inf
+    else:
+        t = (mean - target) / (std / math.sqrt(n))
+    return n, mean, std, t, t_cdf(t, n - 1)
+
+
+def run_row(log):
+    """The table cells for one log."""
+    val = log.last("val_loss")
+    train_ms = number(log.last("train_time"))
+    step_avg = number(log.last("step_avg"))
+    last = log.steps[-1] if log.steps else None
+    return [
+        str(log.path),
+        val if val is not None else "n/a",
+        f"{train_ms / 1000:.3f}" if train_ms is not None else "n/a",
+        f"{step_avg:.2f}" if step_avg is not None else "n/a",
+        f"{last['step']}/{last['total']}" if last else "n/a",
+        str(log.peak_allocated_mib) if log.peak_allocated_mib is not None else "n/a",
+        "stopped" if log.stopped is not None else "",
+    ]
+
+
+def print_table(rows):
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def group_summary(name, logs, target):
+    """One line of statistics for a group of logs."""
+    losses = [number(log.last("val_loss")) for log in logs]
+    finite = [x for x in losses if x is not None and math.isfinite(x)]
+    if len(finite) < len(logs):
+        print(f"warning: {name}: {len(logs) - len(finite)} log(s) without a finite final val loss "
+              "left out of the statistics", file=sys.stderr)
+    n, mean, std, t, p = group_stats(finite, target)
+    if p is None:
+        return f"group {name}: n={n} mean={mean:.4f} std=n/a t=n/a p=n/a"
+    verdict = "p < 0.01" if p < SPEEDRUN_P else "p >= 0.01"
+    return (f"group {name}: n={n} mean={mean:.6f} std={std:.6f} t={t:.4f} p={p:.6g} "
+            f"(H1: mean < {target}; {verdict})")
+
+
+def plot_curves(logs, png):
+    """Two panels: val loss vs training time and val loss vs step, one line per log."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_step) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for log in logs:
+        rows = [r for r in log.steps if "val_loss" in r and "train_time" in r]
+        losses = [number(r["val_loss"]) for r in rows]
+        by_time.plot([number(r["train_time"]) / 1000 for r in rows], losses, marker=".", label=str(log.path))
+        by_step.plot([r["step"] for r in rows], losses, marker=".", label=str(log.path))
+    by_time.set(xlabel="training time (s)", ylabel="val loss", title="val loss vs training time")
+    by_step.set(xlabel="step", ylabel="val loss", title="val loss vs step")
+    for ax in (by_time, by_step):
+        ax.grid(alpha=0.3)
+    by_step.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+
+
+def cmd_compare(args):
+    groups = collect_groups(args.logs)
+    rows = [["log", "val_loss", "train_time_s", "step_avg_ms", "steps", "peak_mem_MiB", "note"]]
+    for logs in groups.values():
+        rows += [run_row(log) for log in logs]
+    print_table(rows)
+    for name, logs in groups.items():
+        print(group_summary(name, logs, args.target))
+    if args.png:
+        plot_curves([log for logs in groups.values() for log in logs], args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="records/tool.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    extract = commands.add_parser("extract", help="write the logged script back and print its command")
+    extract.add_argument("log")
+    extract.add_argument("-o", "--output", help="where to write the script (default: its recorded name here)")
+    extract.add_argument("--force", action="store_true", help="overwrite an existing different file")
+    extract.set_defaults(func=cmd_extract)
+
+    rerun = commands.add_parser("rerun", help="extract and launch a logged run; arguments after -- override",
+                                usage="%(prog)s [-h] [-o OUTPUT] [--force] [--dry-run] LOG [-- ARGS...]")
+    rerun.add_argument("log")
+    rerun.add_argument("-o", "--output", help="where to write the script (default: a temporary folder)")
+    rerun.add_argument("--force", action="store_true", help="overwrite an existing different file")
+    rerun.add_argument("--dry-run", action="store_true", help="print warnings and the command only")
+    rerun.set_defaults(func=cmd_rerun)
+
+    diff = commands.add_parser("diff", help="diff two logs' scripts and hyperparameters")
+    diff.add_argument("log_a")
+    diff.add_argument("log_b")
+    diff.set_defaults(func=cmd_diff)
+
+    compare = commands.add_parser("compare", help="table and statistics of runs; a folder is a group")
+    compare.add_argument("logs", nargs="+", metavar="LOG_OR_DIR")
+    compare.add_argument("--target", type=float, default=3.28, help="val loss target (default 3.28)")
+    compare.add_argument("--png", help="also plot val loss curves to this PNG")
+    compare.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, extra = argv[:split], argv[split + 1:]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if extra and args.command != "rerun":
+        parser.error("arguments after -- are only accepted by rerun")
+    args.extra = extra
+    try:
+        return args.func(args)
+    except ToolError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
