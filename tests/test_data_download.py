@@ -1,0 +1,158 @@
+"""Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline)."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+import cached_fineweb10B as downloader  # noqa: E402
+import shards  # noqa: E402
+
+REPO_ID = "kjj0/fineweb10B-gpt2"
+
+
+def shard_tokens(index):
+    """Tiny distinct token streams: shard i holds i+3 tokens, the first one EOT."""
+    return np.array([shards.EOT] + list(range(index, 2 * index + 2)), dtype=np.uint16)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    """A fake Hub folder holding the val shard and 3 train shards of kjj0/fineweb10B-gpt2."""
+    repo_dir = tmp_path / "hub" / REPO_ID
+    repo_dir.mkdir(parents=True)
+    for index, name in enumerate(downloader.shard_filenames("fineweb", 3)):
+        shards.write_shard(repo_dir / name, shard_tokens(index))
+    return repo_dir
+
+
+@pytest.fixture
+def fake_download(hub, monkeypatch):
+    """Replace download_file by a copy from the fake hub; returns the list of files fetched."""
+    fetched = []
+
+    def copy_from_hub(repo_id, filename, dest_dir):
+        source = hub.parent.parent / repo_id / filename
+        if not source.exists():
+            raise EntryNotFoundError(f"404 Client Error. Entry Not Found for url: .../{filename}")
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest_dir / filename)
+        fetched.append(filename)
+        return dest_dir / filename
+
+    monkeypatch.setattr(downloader, "download_file", copy_from_hub)
+    return fetched
+
+
+def run(capsys, *argv):
+    """Run the script's main in-process; return (exit code, stdout lines, stderr lines)."""
+    code = downloader.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.strip().splitlines(), err.strip().splitlines()
+
+
+def test_downloads_val_and_first_n_train_shards(tmp_path, fake_download, capsys):
+    out_dir = tmp_path / "fineweb10B"
+    code, out, err = run(capsys, "2", "--dir", str(out_dir))
+    assert code == 0, err
+    assert fake_download == ["fineweb_val_000000.bin", "fineweb_train_000001.bin",
+                             "fineweb_train_000002.bin"]
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(fake_download)  # staging removed
+    for index, name in enumerate(fake_download):
+        assert shards.read_tokens(out_dir / name).tolist() == shard_tokens(index).tolist()
+    total = sum(len(shard_tokens(i)) for i in range(3))
+    assert out[-1] == f"3 files, {total} tokens in {out_dir}/ (3 downloaded, 0 already present)"
+
+
+def test_skips_valid_files_and_replaces_invalid_ones(tmp_path, hub, fake_download, capsys):
+    out_dir = tmp_path / "fineweb10B"
+    out_dir.mkdir()
+    shutil.copyfile(hub / "fineweb_val_000000.bin", out_dir / "fineweb_val_000000.bin")
+    (out_dir / "fineweb_train_000001.bin").write_bytes(b"\0" * 10)  # a broken leftover
+    code, out, err = run(capsys, "2", "--dir", str(out_dir))
+    assert code == 0, err
+    assert fake_download == ["fineweb_train_000001.bin", "fineweb_train_000002.bin"]
+    assert any("fineweb_train_000001.bin: truncated" in line and "downloading it again" in line
+               for line in err)
+    assert out[-1].endswith("(2 downloaded, 1 already present)")
+    code, out, err = run(capsys, "3", "--dir", str(out_dir))
+    assert code == 0
+    assert fake_download[2:] == ["fineweb_train_000003.bin"]
+    assert out[-1].endswith("(1 downloaded, 3 already present)")
+
+
+def test_default_is_all_train_shards_and_missing_file_is_one_error_line(tmp_path, fake_download,
+                                                                       capsys):
+    """The fake hub holds 3 of the 103 train shards, so the 4th is missing upstream."""
+    out_dir = tmp_path / "fineweb10B"
+    code, out, err = run(capsys, "--dir", str(out_dir))
+    assert code == 1
+    assert out == []
+    assert err[-1] == ("error: fineweb_train_000004.bin is missing from the dataset repo "
+                       "kjj0/fineweb10B-gpt2; check N and --dataset (see --help for the shard counts)")
+    assert len(fake_download) == 4 and (out_dir / "fineweb_train_000003.bin").exists()
+
+
+def test_truncated_download_is_detected_and_not_kept(tmp_path, hub, fake_download, capsys):
+    data = (hub / "fineweb_train_000001.bin").read_bytes()
+    (hub / "fineweb_train_000001.bin").write_bytes(data[:-2])
+    out_dir = tmp_path / "fineweb10B"
+    code, out, err = run(capsys, "1", "--dir", str(out_dir))
+    assert code == 1
+    staged = out_dir / ".partial" / "fineweb_train_000001.bin"
+    assert err[-1] == (f"error: downloaded fineweb_train_000001.bin is invalid and was deleted: "
+                       f"{staged}: truncated: header promises 4 tokens (1032 bytes) but the file "
+                       f"has 1030 bytes; re-download or re-tokenize it")
+    assert not (out_dir / "fineweb_train_000001.bin").exists()
+    assert not staged.exists()
+    assert (out_dir / "fineweb_val_000000.bin").exists()
+
+
+def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
+    requested = []
+
+    def record(repo_id, filename, dest_dir):
+        requested.append((repo_id, filename))
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        shards.write_shard(dest_dir / filename, [shards.EOT])
+        return dest_dir / filename
+
+    monkeypatch.setattr(downloader, "download_file", record)
+    code, out, err = run(capsys, "1", "--dataset", "fineweb10B-edu", "--dir", str(tmp_path))
+    assert code == 0, err
+    assert requested == [("kjj0/finewebedu10B-gpt2", "finewebedu_val_000000.bin"),
+                         ("kjj0/finewebedu10B-gpt2", "finewebedu_train_000001.bin")]
+
+
+@pytest.mark.parametrize("exc, expected_start", [
+    (LocalEntryNotFoundError("connection error"), "error: cannot reach the Hugging Face Hub"),
+    (OSError(28, "No space left on device"), "error: cannot write fineweb_val_000000.bin into"),
+    (RuntimeError("boom"), "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 "
+                           "failed (RuntimeError: boom)"),
+])
+def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, exc, expected_start):
+    def fail(repo_id, filename, dest_dir):
+        raise exc
+
+    monkeypatch.setattr(downloader, "download_file", fail)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1
+    assert err[-1].startswith(expected_start)
+    assert sum(line.startswith("error:") for line in err) == 1
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys):
+    code, out, err = run(capsys, "104", "--dir", str(tmp_path))
+    assert code == 1
+    assert err == ["error: N=104 is out of range: fineweb10B has 103 train shards; "
+                   "pick N between 0 and 103"]
+    assert fake_download == []
+
+
+def test_default_dir_is_next_to_the_script():
+    assert downloader.DATA_DIR == Path(__file__).resolve().parents[1] / "data"
