@@ -122,8 +122,8 @@ def parse_tail(lines):
             steps.append(row)
         elif line.startswith("stopped:"):
             stopped = line[len("stopped:"):].strip()
-        elif PEAK_RE.match(line):
-            peak = int(PEAK_RE.match(line).group(1))
+        elif peak_match := PEAK_RE.match(line):
+            peak = int(peak_match.group(1))
         elif HEADER_RE.match(line) and not steps:
             key, value = HEADER_RE.match(line).groups()
             if key == "hyperparameters" and not value:
