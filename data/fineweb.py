@@ -1,0 +1,279 @@
+"""Tokenize text into speedrun shards (GPT-2 tokens via tiktoken).
+
+    # FineWeb from the Hugging Face Hub (needs `pip install datasets`), streamed:
+    python data/fineweb.py --hf HuggingFaceFW/fineweb --hf_name sample-10BT --out data/fineweb10B
+    # your own corpus: .jsonl files (one {"text": ...} per line), .txt files (one
+    # document per file), or folders of them (read recursively, in sorted path order):
+    python data/fineweb.py my_corpus/ --name mycorpus --shard_size 10000000
+
+Every document becomes [50256 (EOT)] + its GPT-2 tokens (encode_ordinary), in input
+order. Each shard is filled to exactly --shard_size tokens, so a document MAY be
+split across two shards (the training loaders read the shards as one stream); only
+the last shard may be shorter. The first shard is the val shard
+(<name>_val_000000.bin), the rest are train shards numbered from 1
+(<name>_train_000001.bin, ...). The same input gives the same bytes, whatever the
+number of workers.
+"""
+
+import argparse
+import json
+import os
+import sys
+from itertools import islice
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import shards
+
+DATA_DIR = Path(__file__).resolve().parent
+INPUT_SUFFIXES = (".jsonl", ".txt")
+BATCHES_PER_WORKER = 64  # documents handed to the pool at once = workers * chunksize * this
+
+_encoder = None  # the tiktoken GPT-2 encoding of this process, set by load_encoder
+
+
+class InputError(Exception):
+    """A problem with the input or the output folder, explained in one line."""
+
+
+def load_encoder():
+    """Load tiktoken's GPT-2 encoding into this process (also the Pool initializer)."""
+    global _encoder
+    import tiktoken
+    _encoder = tiktoken.get_encoding("gpt2")
+
+
+def encode_document(text: str) -> np.ndarray:
+    """EOT followed by the document's GPT-2 tokens, as uint16."""
+    tokens = [shards.EOT]
+    tokens.extend(_encoder.encode_ordinary(text))
+    return np.array(tokens, dtype=np.uint16)
+
+
+def list_input_files(paths) -> list:
+    """Expand files and folders into the list of .jsonl/.txt files, folders in sorted order."""
+    files = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*")
+                                if p.is_file() and p.suffix in INPUT_SUFFIXES))
+        elif path.is_file():
+            if path.suffix not in INPUT_SUFFIXES:
+                raise InputError(f"{path}: unsupported input type; give .jsonl or .txt files "
+                                 f"or folders of them")
+            files.append(path)
+        else:
+            raise InputError(f"{path}: no such file or folder")
+    if not files:
+        raise InputError(f"no .jsonl or .txt files in {' '.join(map(str, paths))}")
+    return files
+
+
+def iter_local_documents(files, text_field: str):
+    """Yield the documents of .jsonl files (one per line) and .txt files (one per file)."""
+    for file in files:
+        try:
+            if file.suffix == ".txt":
+                yield file.read_text(encoding="utf-8")
+                continue
+            with open(file, encoding="utf-8") as lines:
+                for line_number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise InputError(f"{file}:{line_number}: invalid JSON ({e.msg}); "
+                                         f"fix or remove that line") from None
+                    text = record.get(text_field) if isinstance(record, dict) else None
+                    if not isinstance(text, str):
+                        raise InputError(f"{file}:{line_number}: no string field "
+                                         f"\"{text_field}\"; pass --text_field") from None
+                    yield text
+        except UnicodeDecodeError as e:
+            raise InputError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start}); "
+                             f"convert it to UTF-8") from None
+
+
+def open_hf_documents(dataset: str, config, split: str, text_field: str):
+    """Open a Hugging Face dataset for streaming (no full download); iterate its texts."""
+    try:
+        import datasets
+    except ImportError:
+        raise InputError("--hf needs the datasets library: pip install datasets") from None
+    description = f"{dataset} (config {config}, split {split})"
+    try:
+        stream = datasets.load_dataset(dataset, name=config, split=split, streaming=True)
+    except Exception as e:  # network, missing dataset/config/split: one explained line
+        raise InputError(hf_failure(description, e)) from None
+    return iter_hf_texts(stream, description, text_field)
+
+
+def iter_hf_texts(stream, description: str, text_field: str):
+    try:
+        for row in stream:
+            yield row[text_field]
+    except KeyError:
+        raise InputError(f"{description} has no field \"{text_field}\"; pass --text_field") from None
+    except Exception as e:  # the stream can fail midway (network)
+        raise InputError(hf_failure(description, e)) from None
+
+
+def hf_failure(description: str, exc: Exception) -> str:
+    detail = (str(exc).strip().splitlines() or [""])[0]
+    return (f"streaming {description} failed ({type(exc).__name__}: {detail}); "
+            f"check --hf, --hf_name, --hf_split and your network")
+
+
+def batched(iterable, size: int):
+    """Consecutive lists of up to size items (bounds how far reading runs ahead of encoding)."""
+    iterator = iter(iterable)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def shard_filename(name: str, index: int) -> str:
+    split = "val" if index == 0 else "train"
+    return f"{name}_{split}_{index:06d}.bin"
+
+
+class ShardWriter:
+    """Packs a token stream into shards of exactly shard_size tokens (the last may be shorter)."""
+
+    def __init__(self, out_dir: Path, name: str, shard_size: int):
+        self.out_dir, self.name = out_dir, name
+        self.buffer = np.empty(shard_size, dtype=np.uint16)
+        self.filled = 0
+        self.paths = []
+
+    def add(self, tokens: np.ndarray) -> None:
+        while tokens.size:
+            take = min(tokens.size, self.buffer.size - self.filled)
+            self.buffer[self.filled:self.filled + take] = tokens[:take]
+            self.filled += take
+            tokens = tokens[take:]
+            if self.filled == self.buffer.size:
+                self._write()
+
+    def close(self) -> None:
+        if self.filled:
+            self._write()
+
+    def _write(self) -> None:
+        path = self.out_dir / shard_filename(self.name, len(self.paths))
+        shards.write_shard(path, self.buffer[:self.filled])
+        self.paths.append(path)
+        self.filled = 0
+
+
+def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
+    """Create out_dir; refuse to mix with existing <name> shards unless overwrite deletes them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    existing = sorted(out_dir.glob(f"{name}_val_*.bin")) + sorted(out_dir.glob(f"{name}_train_*.bin"))
+    if existing and not overwrite:
+        raise InputError(f"{out_dir} already holds {len(existing)} {name} shards; "
+                         f"delete them or pass --overwrite")
+    for path in existing:
+        path.unlink()
+
+
+def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tuple:
+    """Encode documents in a process pool, in order, into writer; return (documents, tokens)."""
+    n_documents = n_tokens = 0
+    with Pool(workers, initializer=load_encoder) as pool, \
+            tqdm(desc=f"tokenizing into {writer.out_dir}", unit="tok", unit_scale=True) as progress:
+        for batch in batched(documents, workers * chunksize * BATCHES_PER_WORKER):
+            for tokens in pool.imap(encode_document, batch, chunksize=chunksize):
+                writer.add(tokens)
+                n_documents += 1
+                n_tokens += tokens.size
+                progress.update(tokens.size)
+    writer.close()
+    return n_documents, n_tokens
+
+
+def display_dir(path: Path) -> str:
+    """path relative to the working directory when it lies below it, with a trailing slash."""
+    rel = os.path.relpath(path)
+    return (str(path) if rel.startswith("..") else rel) + os.sep
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="*", metavar="PATH",
+                        help=".jsonl / .txt files or folders of them (or use --hf)")
+    parser.add_argument("--hf", metavar="DATASET",
+                        help="Hugging Face dataset to stream, e.g. HuggingFaceFW/fineweb")
+    parser.add_argument("--hf_name", metavar="CONFIG", help="dataset config, e.g. sample-10BT")
+    parser.add_argument("--hf_split", default="train", help="dataset split (default: train)")
+    parser.add_argument("--text_field", default="text",
+                        help="field holding the document text (default: text)")
+    parser.add_argument("--name", default="fineweb",
+                        help="shard file prefix: <name>_val_000000.bin, <name>_train_000001.bin, "
+                             "... (default: fineweb)")
+    parser.add_argument("--out", type=Path,
+                        help="output folder (default: data/<name>/ next to this script)")
+    parser.add_argument("--shard_size", type=int, default=100_000_000,
+                        help="tokens per shard (default: 100000000)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count(),
+                        help="tokenizer processes (default: all cores)")
+    parser.add_argument("--chunksize", type=int, default=16,
+                        help="documents per task sent to a worker (default: 16)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete existing <name> shards in the output folder first")
+    args = parser.parse_args(argv)
+    if bool(args.inputs) == bool(args.hf):
+        parser.error("give either input PATHs or --hf DATASET (exactly one of them)")
+    for option in ("shard_size", "workers", "chunksize"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} must be at least 1")
+    return args
+
+
+def run(args) -> str:
+    """Tokenize the inputs named by args into shards; return the summary line."""
+    if args.hf:
+        documents = open_hf_documents(args.hf, args.hf_name, args.hf_split, args.text_field)
+    else:
+        documents = iter_local_documents(list_input_files(args.inputs), args.text_field)
+    try:
+        load_encoder()
+    except Exception as e:  # offline without a cached vocabulary, or tiktoken missing
+        raise InputError(f"cannot load the GPT-2 tokenizer via tiktoken ({type(e).__name__}: {e}); "
+                         f"connect to the internet once or set TIKTOKEN_CACHE_DIR to a folder "
+                         f"holding its cached files") from None
+    out_dir = args.out if args.out is not None else DATA_DIR / args.name
+    prepare_out_dir(out_dir, args.name, args.overwrite)
+    writer = ShardWriter(out_dir, args.name, args.shard_size)
+    n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
+    if n_documents == 0:
+        raise InputError("the input holds no documents")
+    n_shards = len(writer.paths)
+    if n_shards == 1:
+        print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
+              f"shard; lower --shard_size to get some", file=sys.stderr)
+    return (f"{n_documents:,} documents, {n_tokens:,} tokens -> {n_shards} shards "
+            f"(1 val + {n_shards - 1} train) in {display_dir(out_dir)}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        summary = run(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: {e.filename or args.out}: {e.strerror or e}; check free disk space and "
+              f"permissions of the output folder", file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Tests for data/fineweb.py on local inputs, run as the user runs it (subprocess, offline tiktoken)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "data"))
+import shards  # noqa: E402
+
+SHARD_SIZE = 50_000  # sample.jsonl holds ~323K tokens: 1 val + 6 train shards
+
+
+@pytest.fixture
+def tokenizer_env(shared_dir, monkeypatch):
+    """Environment with tiktoken's GPT-2 files served from the shared offline cache."""
+    cache = shared_dir / "tokenizer" / "tiktoken_cache"
+    if not cache.is_dir():
+        pytest.fail(f"{cache} is missing: the tokenizer tests need the offline tiktoken cache")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    return dict(os.environ)
+
+
+@pytest.fixture
+def encoder(tokenizer_env):
+    import tiktoken
+    return tiktoken.get_encoding("gpt2")
+
+
+@pytest.fixture
+def sample_jsonl(shared_dir):
+    path = shared_dir / "proxy" / "sample.jsonl"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: the tokenizer tests need the shared sample corpus")
+    return path
+
+
+def tokenize(env, *args):
+    """Run data/fineweb.py; return the CompletedProcess (text output)."""
+    return subprocess.run([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), *map(str, args)],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def shard_paths(out_dir, name="fineweb"):
+    return sorted(out_dir.glob(f"{name}_val_*.bin")) + sorted(out_dir.glob(f"{name}_train_*.bin"))
+
+
+def token_stream(paths):
+    return np.concatenate([shards.read_tokens(p) for p in paths])
+
+
+def split_documents(stream):
+    """Split a token stream at EOT tokens; each piece is one document's tokens without its EOT."""
+    starts = np.flatnonzero(stream == shards.EOT)
+    assert starts.size and starts[0] == 0, "the stream must start with EOT"
+    return [stream[a + 1:b] for a, b in zip(starts, list(starts[1:]) + [stream.size])]
+
+
+def test_jsonl_round_trip_split_and_determinism(tmp_path, tokenizer_env, encoder, sample_jsonl):
+    documents = [json.loads(line)["text"] for line in sample_jsonl.read_text().splitlines()]
+    out_a = tmp_path / "a"
+    result = tokenize(tokenizer_env, sample_jsonl, "--out", out_a,
+                      "--shard_size", SHARD_SIZE, "--workers", 2)
+    assert result.returncode == 0, result.stderr
+    paths = shard_paths(out_a)
+    names = [p.name for p in paths]
+    assert names[0] == "fineweb_val_000000.bin"
+    assert names[1:] == [f"fineweb_train_{i:06d}.bin" for i in range(1, len(paths))]
+    assert sorted(p.name for p in out_a.iterdir()) == sorted(names)  # no .tmp leftovers
+
+    sizes = [shards.read_header(p) for p in paths]
+    assert len(sizes) >= 3
+    assert all(size == SHARD_SIZE for size in sizes[:-1]) and 0 < sizes[-1] <= SHARD_SIZE
+
+    stream = token_stream(paths)
+    expected = np.concatenate([[shards.EOT] + encoder.encode_ordinary(d) for d in documents])
+    assert stream.tolist() == expected.tolist()  # EOT before every document, nothing else
+    assert [encoder.decode(doc.tolist()) for doc in split_documents(stream)] == documents
+    assert any(tokens[0] != shards.EOT for tokens in map(shards.read_tokens, paths[1:])), \
+        "with shards filled exactly, some document should straddle a shard boundary"
+    assert result.stdout.strip() == (f"{len(documents)} documents, {stream.size:,} tokens -> "
+                                     f"{len(paths)} shards (1 val + {len(paths) - 1} train) in {out_a}/")
+
+    out_b = tmp_path / "b"
+    result = tokenize(tokenizer_env, sample_jsonl, "--out", out_b,
+                      "--shard_size", SHARD_SIZE, "--workers", 1, "--chunksize", 3)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in shard_paths(out_b)] == names
+    for name in names:
+        assert (out_a / name).read_bytes() == (out_b / name).read_bytes()
+
+
+def test_txt_folder_one_document_per_file_in_sorted_order(tmp_path, tokenizer_env, encoder):
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    texts = {"b.txt": "Second file.\n", "a.txt": "First file, with <|endoftext|> as plain text.",
+             "sub/c.txt": "Third, in a subfolder.", "notes.md": "ignored: not .txt or .jsonl"}
+    for relative, text in texts.items():
+        (corpus / relative).write_text(text, encoding="utf-8")
+    result = tokenize(tokenizer_env, corpus, "--out", tmp_path / "out", "--name", "mine",
+                      "--workers", 2)
+    assert result.returncode == 0, result.stderr
+    paths = shard_paths(tmp_path / "out", "mine")
+    assert [p.name for p in paths] == ["mine_val_000000.bin"]
+    assert "no train shard" in result.stderr
+    decoded = [encoder.decode(doc.tolist()) for doc in split_documents(token_stream(paths))]
+    assert decoded == [texts["a.txt"], texts["b.txt"], texts["sub/c.txt"]]
+
+
+def test_refuses_to_mix_with_existing_shards_unless_overwrite(tmp_path, tokenizer_env):
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    shards.write_shard(out_dir / "fineweb_train_000009.bin", [shards.EOT, 1])
+    result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {out_dir} already holds 1 fineweb shards; delete them or pass --overwrite")
+    result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in shard_paths(out_dir)] == ["fineweb_val_000000.bin"]
+
+
+def test_bad_inputs_end_in_one_error_line(tmp_path, tokenizer_env):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n\n{"text": oops}\n')
+    result = tokenize(tokenizer_env, bad, "--out", tmp_path / "out", "--workers", 1)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {bad}:3: invalid JSON (Expecting value); fix or remove that line")
+    assert "Traceback" not in result.stderr
+
+    result = tokenize(tokenizer_env, tmp_path / "missing", "--workers", 1)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder"
