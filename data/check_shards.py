@@ -1,0 +1,110 @@
+"""Validate speedrun token shards and summarise them.
+
+    python data/check_shards.py "data/fineweb10B/*.bin"
+    python data/check_shards.py data/fineweb10B/            # every .bin in the folder
+
+Prints one line per shard (tokens, documents = number of EOT tokens, max token id)
+and a total line; a bad shard gets an "error: <file>: <problem>" line on stderr
+instead, and the exit code is 1 if any file is bad.
+
+A shard is bad when its header or size is wrong (the same messages as the training
+scripts), when it holds no tokens, when a token id is >= 50257 (outside GPT-2's
+vocabulary), or when it does not start with EOT (50256). Train shards are exempt from
+the last rule: shards are filled to an exact size, so a train shard may begin with
+the rest of a document from the previous shard (its line then says "starts
+mid-document"); a val shard must start at a document.
+"""
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+
+import shards
+
+GPT2_VOCAB_SIZE = 50257
+FIX = "re-download or re-tokenize it"
+
+
+def expand(patterns) -> tuple:
+    """Expand file paths, folders (their *.bin files) and glob patterns, in sorted order.
+
+    Returns (paths, problems) where problems name the arguments that matched nothing.
+    """
+    paths, problems = [], []
+    for pattern in patterns:
+        if Path(pattern).is_dir():
+            matches = sorted(str(p) for p in Path(pattern).glob("*.bin"))
+        elif glob.has_magic(pattern):
+            matches = sorted(glob.glob(pattern))
+        else:
+            matches = [pattern]
+        if not matches:
+            problems.append(f"{pattern}: no shard matches; check the path or pattern")
+        paths.extend(matches)
+    return paths, problems
+
+
+def check(path: str) -> tuple:
+    """Return (stats, problem): the shard's statistics, or None and one line naming the problem."""
+    try:
+        stats = shards.shard_stats(path)
+    except shards.ShardError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, f"{path}: cannot read it ({e.strerror}); check the path"
+    issues = []
+    if stats["tokens"] == 0:
+        issues.append("holds no tokens")
+    else:
+        if stats["max_token"] >= GPT2_VOCAB_SIZE:
+            issues.append(f"max token id {stats['max_token']} is outside the GPT-2 vocabulary "
+                          f"(ids < {GPT2_VOCAB_SIZE})")
+        if stats["first_token"] != shards.EOT and not is_train_shard(path):
+            issues.append(f"first token is {stats['first_token']}, not {shards.EOT} "
+                          f"(every document starts with EOT)")
+    if issues:
+        return None, f"{path}: {', '.join(issues)}; {FIX}"
+    return stats, None
+
+
+def is_train_shard(path: str) -> bool:
+    return "_train_" in Path(path).name
+
+
+def describe(path: str, stats: dict) -> str:
+    line = (f"{path}: {stats['tokens']:,} tokens, {stats['documents']:,} documents, "
+            f"max token {stats['max_token']}")
+    if stats["first_token"] != shards.EOT:
+        line += ", starts mid-document"
+    return line
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("patterns", nargs="+", metavar="PATH_OR_GLOB",
+                        help="shard files, folders or glob patterns (quote globs)")
+    args = parser.parse_args(argv)
+
+    paths, problems = expand(args.patterns)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+    n_good = total_tokens = total_documents = 0
+    for path in paths:
+        stats, problem = check(path)
+        if problem:
+            problems.append(problem)
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+            continue
+        n_good += 1
+        total_tokens += stats["tokens"]
+        total_documents += stats["documents"]
+        print(describe(path, stats), flush=True)
+    print(f"total: {n_good} good shards, {total_tokens:,} tokens, {total_documents:,} documents; "
+          f"{len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Tests for data/check_shards.py, run as a subprocess: exit code and the lines it prints."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "data"))
+import shards  # noqa: E402
+from shards import EOT, MAGIC  # noqa: E402
+
+FIX = "re-download or re-tokenize it"
+
+
+def check(*args):
+    """Run the checker; return (exit code, stdout lines, stderr lines)."""
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "data" / "check_shards.py"),
+                             *map(str, args)], capture_output=True, text=True, timeout=60)
+    return result.returncode, result.stdout.splitlines(), result.stderr.splitlines()
+
+
+def raw_shard(path, header_values, payload=b""):
+    header = np.zeros(256, dtype="<i4")
+    header[:len(header_values)] = header_values
+    path.write_bytes(header.tobytes() + payload)
+    return path
+
+
+@pytest.fixture
+def good(tmp_path):
+    """A val and a train shard; the train shard starts mid-document, as exact-size shards may."""
+    shards.write_shard(tmp_path / "x_val_000000.bin", [EOT, 10, 20, EOT, 30])
+    shards.write_shard(tmp_path / "x_train_000001.bin", [40, EOT, 50256, 7])
+    return tmp_path
+
+
+def test_good_shards(good):
+    code, out, err = check(good / "x_val_000000.bin", good / "x_train_000001.bin")
+    assert (code, err) == (0, [])
+    assert out == [f"{good}/x_val_000000.bin: 5 tokens, 2 documents, max token 50256",
+                   f"{good}/x_train_000001.bin: 4 tokens, 2 documents, max token 50256, "
+                   f"starts mid-document",
+                   "total: 2 good shards, 9 tokens, 4 documents; 0 problems"]
+
+
+def test_glob_and_folder_arguments(good):
+    for argument in (f"{good}/x_*.bin", good):
+        code, out, err = check(argument)
+        assert code == 0, err
+        assert out[-1] == "total: 2 good shards, 9 tokens, 4 documents; 0 problems"
+        assert out[0].startswith(f"{good}/x_train_000001.bin:")  # sorted order
+
+
+def test_truncated_shard(good):
+    path = good / "x_val_000000.bin"
+    path.write_bytes(path.read_bytes()[:-1])
+    code, out, err = check(path, good / "x_train_000001.bin")
+    assert code == 1
+    assert err == [f"error: {path}: truncated: header promises 5 tokens (1034 bytes) but the "
+                   f"file has 1033 bytes; {FIX}"]
+    assert out[-1] == "total: 1 good shards, 4 tokens, 2 documents; 1 problems"
+
+
+def test_shorter_than_header(tmp_path):
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"abc")
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: truncated: 3 bytes is shorter than the 1024-byte header; {FIX}"]
+
+
+def test_wrong_magic(tmp_path):
+    path = raw_shard(tmp_path / "x.bin", [42, 1, 0])
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: not a speedrun shard (magic 42, expected {MAGIC}); {FIX}"]
+
+
+def test_wrong_version(tmp_path):
+    path = raw_shard(tmp_path / "x.bin", [MAGIC, 2, 1], b"\0\0")
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: unsupported shard version 2 (expected 1); {FIX}"]
+
+
+def test_bad_token_ids_and_first_token(tmp_path):
+    path = tmp_path / "x_val_000000.bin"
+    shards.write_shard(path, [5, EOT, 50257])
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: max token id 50257 is outside the GPT-2 vocabulary "
+                   f"(ids < 50257), first token is 5, not 50256 (every document starts with EOT); "
+                   f"{FIX}"]
+
+
+def test_empty_shard_and_unmatched_pattern(tmp_path):
+    path = tmp_path / "x_val_000000.bin"
+    shards.write_shard(path, [])
+    code, out, err = check(path, tmp_path / "nothing_*.bin")
+    assert code == 1
+    assert err == [f"error: {tmp_path}/nothing_*.bin: no shard matches; check the path or pattern",
+                   f"error: {path}: holds no tokens; {FIX}"]
+    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 2 problems"]
