@@ -8,9 +8,10 @@
 
 Every document becomes [50256 (EOT)] + its GPT-2 tokens (encode_ordinary), in input
 order. Each shard is filled to exactly --shard_size tokens, so a document MAY be
-split across two shards (the training loaders read the shards as one stream); only
-the last shard may be shorter. The first shard is the val shard
-(<name>_val_000000.bin), the rest are train shards numbered from 1
+split across two shards; only the last shard may be shorter. (The track loaders
+start every training sequence at an EOT inside one shard, so the piece of a split
+document before a shard's first EOT is simply not trained on.) The first shard is
+the val shard (<name>_val_000000.bin), the rest are train shards numbered from 1
 (<name>_train_000001.bin, ...). The same input gives the same bytes, whatever the
 number of workers.
 """

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "data"))
+import fineweb  # noqa: E402
 import shards  # noqa: E402
 
 SHARD_SIZE = 50_000  # sample.jsonl holds ~323K tokens: 1 val + 6 train shards
@@ -139,3 +141,28 @@ def test_bad_inputs_end_in_one_error_line(tmp_path, tokenizer_env):
     result = tokenize(tokenizer_env, tmp_path / "missing", "--workers", 1)
     assert result.returncode == 1
     assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder"
+
+
+def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monkeypatch, capsys):
+    """--hf goes through datasets.load_dataset(streaming=True); a stand-in module replaces it."""
+    requests = []
+
+    def load_dataset(path, name, split, streaming):
+        requests.append((path, name, split, streaming))
+        return iter([{"text": "First streamed document."}, {"text": "Second one."}])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    out_dir = tmp_path / "out"
+    code = fineweb.main(["--hf", "org/corpus", "--hf_name", "small", "--out", str(out_dir),
+                         "--workers", "1"])
+    assert code == 0, capsys.readouterr().err
+    assert requests == [("org/corpus", "small", "train", True)]
+    stream = token_stream(shard_paths(out_dir))
+    assert [encoder.decode(d.tolist()) for d in split_documents(stream)] == [
+        "First streamed document.", "Second one."]
+
+    code = fineweb.main(["--hf", "org/corpus", "--text_field", "content", "--out", str(out_dir),
+                         "--overwrite", "--workers", "1"])
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        'error: org/corpus (config None, split train) has no field "content"; pass --text_field')
