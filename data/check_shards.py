@@ -35,7 +35,7 @@ def expand(patterns) -> tuple:
     for pattern in patterns:
         if Path(pattern).is_dir():
             matches = sorted(str(p) for p in Path(pattern).glob("*.bin"))
-        elif glob.has_magic(pattern):
+        elif any(char in pattern for char in "*?["):
             matches = sorted(glob.glob(pattern))
         else:
             matches = [pattern]
