@@ -1,0 +1,49 @@
+"""Device-side correctness checks of track 1's kernels against plain-torch references (run on a GPU).
+
+python perf/gpu_checks.py  ->  one line per check with the relative error; exits 1 on a failure.
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import train_gpt as tg  # noqa: E402
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def check(name: str, error: float, tolerance: float) -> bool:
+    ok = error < tolerance
+    print(f"{'ok ' if ok else 'BAD'} {name}: relative error {error:.2e} (tolerance {tolerance:.0e})")
+    return ok
+
+
+def main() -> int:
+    torch.manual_seed(0)
+    results = []
+    for batch, m, k in [(4, 768, 768), (12, 768, 3072), (3, 200, 72), (2, 6, 12)]:
+        x = torch.randn(batch, m, k, device="cuda", dtype=torch.bfloat16)
+        ref = x.double() @ x.double().mT
+        results.append(check(f"sym_matmul {batch}x{m}x{k}", relative_error(tg.sym_matmul_triton(x), ref), 1e-2))
+        a = tg.sym_matmul_triton(x)
+        ref2 = -4.775 * a.double() + 2.0315 * a.double() @ a.double()
+        out2 = tg.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.775)
+        results.append(check(f"sym_matmul with C {batch}x{m}", relative_error(out2, ref2), 2e-2))
+    g = torch.randn(8, 768, 3072, device="cuda")
+    u, _, vt = torch.linalg.svd(g.double(), full_matrices=False)
+    results.append(check("orthogonalize vs SVD polar factor (NS5 is approximate)",
+                         relative_error(tg.orthogonalize(g), u @ vt), 0.35))
+    x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(50304, 768, device="cuda") * 0.02
+    out, x_f8, w_f8 = tg.fp8_mm(x, w, 768 ** 0.5 / 448, 2 ** -9, 1 / 448)
+    emulated = tg.scaled_mm(x_f8.cpu(), w_f8.cpu().T, 768 ** 0.5 / 448, 2 ** -9, torch.bfloat16, False)
+    results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
+    results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

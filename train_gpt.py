@@ -1,0 +1,976 @@
+"""NanoGPT speedrun, track 1: GPT-2 small (~124M) to 3.28 val loss on FineWeb with 8 GPUs.
+
+Launch: ./run.sh  (or: torchrun --standalone --nproc_per_node=8 train_gpt.py [--name=value ...])
+Every setting is a field of Hyperparameters below; --help lists them with their defaults.
+The log (logs/<run_id>.txt) starts with this file's exact source, so any run can be re-run.
+"""
+import copy
+import dataclasses
+import glob
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+# ----------------------------------------------------------------------------------------------
+# Hyperparameters: the defaults are the 8-GPU record run; override any field as --name=value
+
+
+def setting(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Hyperparameters:
+    # data
+    train_files: str = setting("data/fineweb10B/fineweb_train_*.bin", "glob of training shards")
+    val_files: str = setting("data/fineweb10B/fineweb_val_*.bin", "glob of validation shards")
+    val_tokens: int = setting(10_485_760, "validation tokens (the speedrun fixes 10,485,760)")
+    train_seq_len: int = setting(48 * 1024, "tokens per rank per micro-step (multiple of 128)")
+    val_seq_len: int = setting(4 * 64 * 1024, "tokens per rank per validation step (multiple of 128)")
+    grad_accum_steps: int = setting(0, "micro-steps per step; 0 = 8 // world_size (same global batch)")
+    # schedule
+    num_iterations: int = setting(1695, "optimizer steps")
+    cooldown_frac: float = setting(0.45, "fraction of steps at the end with linearly decaying lr")
+    final_lr_frac: float = setting(0.1, "lr multiplier reached at the last step")
+    val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
+    window_start: int = setting(128, "attention window (tokens) at step 0")
+    window_end: int = setting(1792, "attention window (tokens) at the last step")
+    # model
+    vocab_size: int = setting(50257, "GPT-2 vocabulary (padded to a multiple of 128 inside)")
+    num_layers: int = setting(12, "transformer blocks (at least 6)")
+    model_dim: int = setting(768, "residual stream width")
+    num_heads: int = setting(6, "attention heads")
+    head_dim: int = setting(128, "width of each head (multiple of 4)")
+    mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
+    no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
+    window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
+    # optimizers
+    muon_lr: float = setting(0.05, "Muon learning rate (hidden matrices)")
+    muon_momentum: float = setting(0.95, "Muon momentum after warmup")
+    muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
+    muon_momentum_warmup_steps: int = setting(300, "steps of linear momentum warmup")
+    muon_weight_decay: float = setting(0.0, "Muon decoupled weight decay")
+    adam_lr: float = setting(0.008, "base Adam learning rate (times the multipliers below)")
+    adam_beta1: float = setting(0.8, "Adam beta1")
+    adam_beta2: float = setting(0.95, "Adam beta2")
+    adam_eps: float = setting(1e-10, "Adam epsilon")
+    embed_lr_mult: float = setting(75.0, "Adam lr multiplier of the token embedding")
+    value_embed_lr_mult: float = setting(75.0, "Adam lr multiplier of the value embeddings")
+    scalar_lr_mult: float = setting(5.0, "Adam lr multiplier of the scalar weights")
+    head_lr_mult: float = setting(1.0, "Adam lr multiplier of the lm_head")
+    # run
+    warmup_steps: int = setting(10, "compile-warmup steps before the clock, undone afterwards")
+    seed: int = setting(0, "seed of the parameter initialisation")
+    device: str = setting("cuda", "cuda, or cpu for tiny test runs")
+    compile: bool = setting(True, "torch.compile the model")
+    logs_dir: str = setting("logs", "folder of the run logs")
+    run_id: str = setting("", "log name (default: a fresh uuid)")
+    peak_tflops: float = setting(989.0, "per-GPU dense bf16 peak used for the MFU estimate")
+    check_only: bool = setting(False, "check settings, data and device, then exit")
+
+
+class SetupError(Exception):
+    """A bad setting, file or machine, found before training starts; the message says the fix."""
+
+
+class DataError(SetupError):
+    """A missing, corrupt or too small data file."""
+
+
+def parse_value(name: str, default, raw: str):
+    kind = type(default)
+    if kind is bool:
+        if raw.lower() in ("1", "true", "yes"):
+            return True
+        if raw.lower() in ("0", "false", "no"):
+            return False
+        raise SetupError(f"--{name}={raw} is not a boolean; use true or false")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SetupError(f"--{name}={raw} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+def format_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def help_text() -> str:
+    lines = ["usage: torchrun --standalone --nproc_per_node=N train_gpt.py [--name=value ...]", ""]
+    for f in dataclasses.fields(Hyperparameters):
+        lines.append(f"  --{f.name}={format_value(f.default):<40} {f.metadata['help']}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> Hyperparameters:
+    defaults = {f.name: f.default for f in dataclasses.fields(Hyperparameters)}
+    values = {}
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            print(help_text())
+            sys.exit(0)
+        match = re.fullmatch(r"--(\w+)=(.*)", arg, re.DOTALL)
+        if match is None:
+            raise SetupError(f"malformed argument {arg!r}: write settings as --name=value (see --help)")
+        name, raw = match.groups()
+        if name not in defaults:
+            raise SetupError(f"unknown setting --{name} (see --help for the list)")
+        values[name] = parse_value(name, defaults[name], raw)
+    return Hyperparameters(**values)
+
+
+# ----------------------------------------------------------------------------------------------
+# FP8 matmul custom op (e4m3 forward, e5m2 gradient, fixed per-tensor scales) for the lm_head
+
+
+def scaled_mm(a: Tensor, b: Tensor, a_scale: float, b_scale: float, out_dtype, fast_accum: bool) -> Tensor:
+    """(a * a_scale) @ (b * b_scale) for float8 a, b with fp32 accumulation.
+    CUDA uses the FP8 tensor cores; elsewhere the same float8 values are multiplied in fp32."""
+    if a.is_cuda:
+        one = torch.ones((), dtype=torch.float32, device=a.device)
+        return torch._scaled_mm(a, b, scale_a=one * a_scale, scale_b=one * b_scale,
+                                out_dtype=out_dtype, use_fast_accum=fast_accum)
+    return ((a.float() * a_scale) @ (b.float() * b_scale)).to(out_dtype)
+
+
+@torch.library.custom_op("nanogpt::fp8_mm", mutates_args=())
+def fp8_mm(x: Tensor, w: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
+    x_f8 = x.div(x_s).to(torch.float8_e4m3fn)
+    w_f8 = w.div(w_s).to(torch.float8_e4m3fn)
+    out = scaled_mm(x_f8, w_f8.T, x_s, w_s, torch.bfloat16, fast_accum=True)
+    return out, x_f8, w_f8
+
+
+@fp8_mm.register_fake
+def _(x, w, x_s, w_s, grad_s):
+    return (x.new_empty(x.size(0), w.size(0), dtype=torch.bfloat16),
+            torch.empty_like(x, dtype=torch.float8_e4m3fn), torch.empty_like(w, dtype=torch.float8_e4m3fn))
+
+
+@torch.library.custom_op("nanogpt::fp8_mm_backward", mutates_args=())
+def fp8_mm_backward(grad: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
+                    grad_s: float) -> tuple[Tensor, Tensor]:
+    grad_f8 = grad.div(grad_s).to(torch.float8_e5m2)
+    grad_x = scaled_mm(grad_f8, w_f8.T.contiguous().T, grad_s, w_s, torch.bfloat16, fast_accum=True)
+    grad_w = scaled_mm(grad_f8.T.contiguous(), x_f8.T.contiguous().T, grad_s, x_s, torch.float32,
+                       fast_accum=False)
+    return grad_x, grad_w
+
+
+@fp8_mm_backward.register_fake
+def _(grad, x_f8, w_f8, x_s, w_s, grad_s):
+    return torch.empty_like(x_f8, dtype=torch.bfloat16), torch.empty_like(w_f8, dtype=torch.float32)
+
+
+def _fp8_mm_setup_context(ctx, inputs, output):
+    _, _, x_s, w_s, grad_s = inputs
+    _, x_f8, w_f8 = output
+    ctx.save_for_backward(x_f8, w_f8)
+    ctx.scales = (x_s, w_s, grad_s)
+
+
+def _fp8_mm_grad(ctx, grad_out, *_):
+    x_f8, w_f8 = ctx.saved_tensors
+    grad_x, grad_w = fp8_mm_backward(grad_out, x_f8, w_f8, *ctx.scales)
+    return grad_x, grad_w, None, None, None
+
+
+fp8_mm.register_autograd(_fp8_mm_grad, setup_context=_fp8_mm_setup_context)
+
+# ----------------------------------------------------------------------------------------------
+# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C, computing only the upper triangle
+
+
+@triton.jit
+def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta,
+                      stride_xb, stride_xm, stride_xk, stride_ob, stride_om, stride_on,
+                      HAS_C: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    num_blocks = tl.cdiv(M, BLOCK_M)
+    block_i = tl.program_id(0) // num_blocks
+    block_j = tl.program_id(0) % num_blocks
+    if block_j < block_i:  # the lower triangle is the mirror of the upper one
+        return
+    batch = tl.program_id(1)
+    rows = block_i * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = block_j * BLOCK_M + tl.arange(0, BLOCK_M)
+    x_batch = x_ptr + batch * stride_xb
+    acc = tl.zeros((BLOCK_M, BLOCK_M), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(x_batch + rows[:, None] * stride_xm + ks[None, :] * stride_xk,
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(x_batch + cols[None, :] * stride_xm + ks[:, None] * stride_xk,
+                    mask=(cols[None, :] < M) & (ks[:, None] < K), other=0.0)
+        acc = tl.dot(a, b, acc)
+    acc = acc * alpha
+    offsets = batch * stride_ob + rows[:, None] * stride_om + cols[None, :] * stride_on
+    mirrored = batch * stride_ob + cols[None, :] * stride_om + rows[:, None] * stride_on
+    mask = (rows[:, None] < M) & (cols[None, :] < M)
+    if HAS_C:
+        acc += beta * tl.load(c_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    if block_i != block_j:
+        tl.store(out_ptr + mirrored, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """Batched alpha * x @ x.mT + beta * c for x of shape (B, M, K); c (B, M, M) symmetric, same strides as out."""
+    batch, m, k = x.shape
+    out = x.new_empty(batch, m, m)
+    block_m, block_k = 128, 64
+    grid = (triton.cdiv(m, block_m) ** 2, batch)
+    sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta,
+                            *x.stride(), *out.stride(), HAS_C=c is not None,
+                            BLOCK_M=block_m, BLOCK_K=block_k, num_warps=8, num_stages=3)
+    return out
+
+
+def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    if x.is_cuda:
+        return sym_matmul_triton(x, c, alpha, beta)
+    product = x @ x.mT
+    return alpha * product if c is None else alpha * product + beta * c
+
+
+# ----------------------------------------------------------------------------------------------
+# Optimizers: Muon for hidden matrices, Adam for the rest; both shard their work across ranks
+
+
+def orthogonalize(g: Tensor, steps: int = 5) -> Tensor:
+    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16.
+    Coefficients from Keller Jordan's Muon (2024). g: (B, rows, cols)."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.bfloat16()
+    transposed = x.size(-2) > x.size(-1)
+    if transposed:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for _ in range(steps):
+        xxt = sym_matmul(x)
+        poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
+        x = a * x + poly @ x
+    return x.mT if transposed else x
+
+
+class Comm:
+    """Reduce-scatter / all-gather over the first dimension; with one process they are copies."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+
+    def reduce_scatter_avg(self, full: Tensor):
+        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
+        if self.world_size == 1:
+            return full, None
+        return shard, dist.reduce_scatter_tensor(shard, full, op=dist.ReduceOp.AVG, async_op=True)
+
+    def all_gather(self, full: Tensor, shard: Tensor):
+        if self.world_size == 1:
+            return None
+        return dist.all_gather_into_tensor(full, shard, async_op=True)
+
+    def own(self, full: Tensor) -> Tensor:
+        size = full.size(0) // self.world_size
+        return full[self.rank * size:(self.rank + 1) * size]
+
+
+def wait_all(handles):
+    for handle in handles:
+        if handle is not None:
+            handle.wait()
+
+
+class Muon(torch.optim.Optimizer):
+    """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix.
+    Same-shape parameters form a group; each rank orthogonalises its share of a group's matrices."""
+
+    def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm):
+        by_shape = {}
+        for p in params:
+            by_shape.setdefault(tuple(p.shape), []).append(p)
+        groups = [dict(params=group) for group in by_shape.values()]
+        super().__init__(groups, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        self.comm = comm
+
+    @torch.no_grad()
+    def step(self):
+        scattered = [self.comm.reduce_scatter_avg(self._stacked_grads(g["params"])) for g in self.param_groups]
+        gathers = []
+        for group, (grad_shard, handle) in zip(self.param_groups, scattered):
+            wait_all([handle])
+            per_rank, params = grad_shard.size(0), group["params"]
+            owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
+            values = self._update(group, owned, grad_shard)
+            if self.comm.world_size > 1:
+                full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
+                gathers.append((params, full, self.comm.all_gather(full, values)))
+        for params, full, handle in gathers:
+            handle.wait()
+            torch._foreach_copy_(params, list(full[:len(params)]))
+
+    def _stacked_grads(self, params: list[Tensor]) -> Tensor:
+        padding = -len(params) % self.comm.world_size
+        return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
+
+    def _update(self, group, owned: list[Tensor], grad_shard: Tensor) -> Tensor:
+        """Nesterov momentum, orthogonalisation and the step for this rank's matrices (zero-padded)."""
+        for p, grad in zip(owned, grad_shard):
+            buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(grad))
+            buf.lerp_(grad, 1 - group["momentum"])
+            grad.lerp_(buf, group["momentum"])
+        update = orthogonalize(grad_shard.flatten(0, -3)).view_as(grad_shard)
+        rows, cols = grad_shard.shape[-2:]
+        values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
+        values.mul_(1 - group["lr"] * group["weight_decay"])
+        values.add_(update.to(values.dtype), alpha=-group["lr"] * max(1.0, rows / cols) ** 0.5)
+        torch._foreach_copy_(owned, list(values[:len(owned)]))
+        return values
+
+
+class ShardedAdam(torch.optim.Optimizer):
+    """Adam where each rank updates its slice (first dimension) of every parameter."""
+
+    def __init__(self, param_groups, betas, eps: float, comm: Comm):
+        super().__init__(param_groups, dict(betas=betas, eps=eps))
+        self.comm = comm
+
+    @torch.no_grad()
+    def step(self):
+        params = [(group, p) for group in self.param_groups for p in group["params"]]
+        scattered = [self.comm.reduce_scatter_avg(p.grad) for _, p in params]
+        gathers = []
+        for (group, p), (grad, handle) in zip(params, scattered):
+            wait_all([handle])
+            shard = self.comm.own(p)
+            self._update(group, p, shard, grad)
+            gathers.append(self.comm.all_gather(p, shard))
+        wait_all(gathers)
+
+    def _update(self, group, p: Tensor, shard: Tensor, grad: Tensor):
+        state = self.state[p]
+        if not state:
+            state.update(step=0, exp_avg=torch.zeros_like(shard), exp_avg_sq=torch.zeros_like(shard))
+        beta1, beta2 = group["betas"]
+        state["step"] += 1
+        state["exp_avg"].lerp_(grad, 1 - beta1)
+        state["exp_avg_sq"].lerp_(grad.square(), 1 - beta2)
+        denom = (state["exp_avg_sq"] / (1 - beta2 ** state["step"])).sqrt_().add_(group["eps"])
+        shard.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1 ** state["step"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Model
+
+EOT_TOKEN = 50256
+BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
+
+
+def rms_norm(x: Tensor) -> Tensor:
+    return F.rms_norm(x, (x.size(-1),))
+
+
+def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor]:
+    """For each (query block, key block): may ANY query attend to any key, and may ALL of them?
+    Rule: same document, causal, and key block within the last `window_blocks` blocks."""
+    first, last = docs.view(-1, BLOCK_SIZE)[:, 0], docs.view(-1, BLOCK_SIZE)[:, -1]
+    q_block = torch.arange(first.numel(), device=docs.device)[:, None]
+    k_block = q_block.T
+    in_window = (k_block <= q_block) & (q_block - k_block < window_blocks)
+    any_pair = in_window & (last[None, :] >= first[:, None])
+    all_pairs = in_window & (k_block < q_block) & (first[None, :] == last[:, None])
+    return any_pair, all_pairs
+
+
+def block_mask(docs: Tensor, window_blocks: Tensor) -> BlockMask:
+    """FlexAttention mask from block-level matrices; only partial blocks evaluate mask_mod."""
+    any_pair, full = block_relations(docs, window_blocks)
+    partial = any_pair & ~full
+
+    def document_causal(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+
+    def counts_and_indices(blocks: Tensor):
+        indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
+        return blocks.sum(-1, dtype=torch.int32)[None, None], indices.to(torch.int32)[None, None]
+
+    return BlockMask.from_kv_blocks(*counts_and_indices(partial), *counts_and_indices(full),
+                                    BLOCK_SIZE=BLOCK_SIZE, mask_mod=document_causal)
+
+
+def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
+    """The same rule as block_mask, element by element (CPU path: FlexAttention has no CPU backward)."""
+    any_pair, _ = block_relations(docs, window_blocks)
+    per_token = any_pair.repeat_interleave(BLOCK_SIZE, 0).repeat_interleave(BLOCK_SIZE, 1)
+    positions = torch.arange(docs.numel(), device=docs.device)
+    return per_token & (docs[:, None] == docs[None, :]) & (positions[:, None] >= positions[None, :])
+
+
+def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
+    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT."""
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    build = block_mask if tokens.is_cuda else dense_mask
+    return dict(L=build(docs, window_blocks), S=build(docs, torch.clamp_min(window_blocks // 2, 1)))
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if isinstance(mask, BlockMask):
+        y = flex_attention(q, k, v, block_mask=mask, scale=scale)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    return y.transpose(1, 2)
+
+
+class Rotary(nn.Module):
+    """Rotary embedding on half of the head dims; the other half stays position-free."""
+
+    def __init__(self, head_dim: int, max_len: int):
+        super().__init__()
+        freqs = (1 / 1024) ** torch.linspace(0, 1, steps=head_dim // 4)
+        freqs = torch.cat([freqs, freqs.new_zeros(head_dim // 4)])
+        theta = torch.outer(torch.arange(max_len, dtype=torch.float32), freqs)
+        self.register_buffer("cos", theta.cos(), persistent=False)
+        self.register_buffer("sin", theta.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, T, H, D)
+        cos, sin = self.cos[None, :x.size(1), None, :], self.sin[None, :x.size(1), None, :]
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1).type_as(x)
+
+
+def uniform_init_bound(fan_in: int) -> float:
+    return 3 ** 0.5 * 0.5 * fan_in ** -0.5
+
+
+class CausalSelfAttention(nn.Module):
+    """Merged QKVO weight, QK-norm, rotary, value-embedding mix and a sparse per-head output gate."""
+
+    def __init__(self, args: Hyperparameters, max_len: int):
+        super().__init__()
+        self.num_heads, self.head_dim = args.num_heads, args.head_dim
+        self.gate_dim = max(1, args.model_dim // 64)
+        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
+        self.qkvo_w = nn.Parameter(torch.empty(4, args.num_heads * args.head_dim, args.model_dim))
+        with torch.no_grad():
+            bound = uniform_init_bound(args.model_dim)
+            self.qkvo_w[:3].uniform_(-bound, bound)
+            self.qkvo_w[3].zero_()
+        self.gate_w = nn.Parameter(torch.zeros(args.num_heads, self.gate_dim))
+        self.rotary = Rotary(args.head_dim, max_len)
+
+    def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
+        B, T = x.shape[:2]
+        qkv = F.linear(x, self.qkvo_w[:3].flatten(0, 1).type_as(x))
+        q, k, v = qkv.view(B, T, 3 * self.num_heads, self.head_dim).chunk(3, dim=-2)
+        q, k = self.rotary(rms_norm(q)), self.rotary(rms_norm(k))
+        v = lambdas[0] * v if value_embed is None else lambdas[0] * v + lambdas[1] * value_embed.view_as(v)
+        y = attend(q, k, v, mask, self.scale)
+        y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
+        return y.flatten(2) @ self.qkvo_w[3].type_as(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        bound = uniform_init_bound(dim)
+        self.fc_w = nn.Parameter(torch.empty(hidden, dim).uniform_(-bound, bound))
+        self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(F.relu(F.linear(x, self.fc_w.type_as(x))).square(), self.proj_w.type_as(x))
+
+
+class Block(nn.Module):
+    def __init__(self, args: Hyperparameters, has_attention: bool, max_len: int):
+        super().__init__()
+        self.attn = CausalSelfAttention(args, max_len) if has_attention else None
+        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
+
+    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
+        x = block_lambdas[0] * x + block_lambdas[1] * x0
+        if self.attn is not None:
+            x = x + self.attn(rms_norm(x), value_embed, attn_lambdas, mask)
+        return x + self.mlp(rms_norm(x))
+
+
+def value_embed_layout(num_layers: int) -> list:
+    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three."""
+    return [0, 1, 2] + [None] * (num_layers - 6) + [0, 1, 2]
+
+
+def padded_vocab(vocab_size: int) -> int:
+    return -(-vocab_size // 128) * 128
+
+
+class GPT(nn.Module):
+    """U-net GPT: the first half's block outputs are added, with learned weights, to the second half's inputs."""
+
+    def __init__(self, args: Hyperparameters):
+        super().__init__()
+        vocab, dim, layers = padded_vocab(args.vocab_size), args.model_dim, args.num_layers
+        max_len = max(args.train_seq_len, args.val_seq_len)
+        self.window_pattern = args.window_pattern
+        self.embed = nn.Embedding(vocab, dim)
+        self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim) for _ in range(3))
+        self.value_embed_layout = value_embed_layout(layers)
+        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, max_len) for i in range(layers))
+        self.lm_head_w = nn.Parameter(torch.zeros(vocab, dim))
+        self.num_skips = layers // 2
+        scalars = [torch.ones(self.num_skips), torch.tensor([1.0, 0.0]).repeat(layers),
+                   torch.tensor([0.5, 0.5]).repeat(layers)]
+        count = sum(s.numel() for s in scalars)
+        scalars.append(torch.zeros(-count % 8))  # shardable over any world size dividing 8
+        self.scalars = nn.Parameter(torch.cat(scalars))
+        self.fp8_scales = (dim ** 0.5 / 448, 2 ** -9, 1 / 448)  # rms-normed inputs are at most sqrt(dim)
+
+    def scalar_views(self):
+        """Skip weights, per-block (x, x0) lambdas, per-attention (v, value-embed) lambdas."""
+        layers = len(self.blocks)
+        skip = self.scalars[:self.num_skips]
+        block = self.scalars[self.num_skips:self.num_skips + 2 * layers].view(layers, 2)
+        attn = self.scalars[self.num_skips + 2 * layers:self.num_skips + 4 * layers].view(layers, 2)
+        return skip, block, attn
+
+    def logits(self, x: Tensor) -> Tensor:
+        if self.training:
+            x_s, w_s, grad_s = self.fp8_scales
+            logits = fp8_mm(x.flatten(0, 1), self.lm_head_w, x_s, w_s, grad_s)[0]
+        else:
+            logits = F.linear(x.flatten(0, 1), self.lm_head_w.bfloat16())
+        return 30 * torch.sigmoid(logits.float() / 7.5)  # softcap
+
+    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
+        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
+        masks = attention_masks(inputs, window_blocks)
+        value_embeds = [embed(inputs).bfloat16()[None] for embed in self.value_embeds]
+        x = x0 = rms_norm(self.embed(inputs).bfloat16()[None])
+        skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
+        skips, first_decoder = [], len(self.blocks) - self.num_skips
+        for i, block in enumerate(self.blocks):
+            if i >= first_decoder:
+                x = x + skip_weights[i - first_decoder] * skips.pop()
+            ve_index = self.value_embed_layout[i]
+            value_embed = None if ve_index is None else value_embeds[ve_index]
+            x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]])
+            if i < self.num_skips:
+                skips.append(x)
+        logits = self.logits(rms_norm(x))
+        return F.cross_entropy(logits, targets.to(torch.int64), reduction="sum" if self.training else "mean")
+
+
+def matmul_params(model: GPT) -> int:
+    """Parameters used in matmuls (excludes embeddings and scalars), for FLOP estimates."""
+    return sum(p.numel() for name, p in model.named_parameters() if name.endswith("_w"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: speedrun shards (256 x int32 header, uint16 tokens), BOS-aligned training sequences
+
+SHARD_MAGIC, SHARD_VERSION, HEADER_INTS = 20240520, 1, 256
+HEADER_BYTES = 4 * HEADER_INTS
+
+
+def read_shard_header(path: str) -> int:
+    """Validate a shard's header against its size; returns its token count."""
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise DataError(f"{path}: truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header; "
+                        "re-download or re-tokenize it")
+    header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
+    if header[0] != SHARD_MAGIC:
+        raise DataError(f"{path}: not a speedrun shard (magic {header[0]}, expected {SHARD_MAGIC}); "
+                        "re-download or re-tokenize it")
+    if header[1] != SHARD_VERSION:
+        raise DataError(f"{path}: unsupported shard version {header[1]} (expected {SHARD_VERSION}); "
+                        "re-download or re-tokenize it")
+    num_tokens = int(header[2])
+    expected = HEADER_BYTES + 2 * num_tokens
+    if size != expected:
+        problem = "truncated" if size < expected else "corrupt"
+        raise DataError(f"{path}: {problem}: header promises {num_tokens} tokens ({expected} bytes) but the "
+                        f"file has {size} bytes; re-download or re-tokenize it")
+    return num_tokens
+
+
+def read_shard(path: str) -> Tensor:
+    num_tokens = read_shard_header(path)
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16, count=num_tokens, offset=HEADER_BYTES))
+
+
+def find_shards(pattern: str) -> list[str]:
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise DataError(f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py")
+    return files
+
+
+def sequence_windows(files: list[str], seq_len: int):
+    """Consecutive windows of seq_len + 1 tokens, each starting at a document start, shard by shard."""
+    for path in files:
+        tokens = read_shard(path)
+        starts = np.flatnonzero(tokens.numpy() == EOT_TOKEN)
+        position = 0
+        while True:
+            i = np.searchsorted(starts, position)
+            if i == len(starts) or starts[i] + seq_len + 1 > len(tokens):
+                break
+            yield tokens, int(starts[i])
+            position = int(starts[i]) + seq_len
+
+
+def count_windows(files: list[str], seq_len: int, limit: int) -> int:
+    return sum(1 for _ in zip(range(limit), sequence_windows(files, seq_len)))
+
+
+def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, device: torch.device):
+    """(inputs, targets) of this rank for each micro-step: the global stream of sequences is dealt
+    to ranks in turn, so N ranks see what one rank sees in N consecutive micro-steps."""
+    shard, staged = None, None
+    windows = sequence_windows(files, seq_len)
+    while True:
+        for owner in range(world_size):
+            tokens, start = next(windows)
+            if owner != rank:
+                continue
+            if tokens is not shard:  # page-locked, so that the copies below are asynchronous
+                shard, staged = tokens, tokens.pin_memory() if device.type == "cuda" else tokens
+            window = staged[start:start + seq_len + 1].to(device=device, dtype=torch.int32, non_blocking=True)
+            yield window[:-1], window[1:]
+
+
+def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tensor:
+    tokens = torch.cat([read_shard(path) for path in files])[:count + 1]
+    return tokens.to(device).to(torch.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup: checks before the slow compile, distributed init, logging
+
+
+def check_settings(args: Hyperparameters, world_size: int):
+    if 8 % world_size != 0:
+        raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
+                         "(./run.sh picks the GPU count)")
+    positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
+                "num_heads", "head_dim", "mlp_ratio", "window_start", "window_end"]
+    for name in positive + ["val_loss_every", "warmup_steps", "grad_accum_steps", "muon_momentum_warmup_steps"]:
+        if getattr(args, name) < (1 if name in positive else 0):
+            raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
+    for name in ["train_seq_len", "val_seq_len"]:
+        if getattr(args, name) % BLOCK_SIZE != 0:
+            raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
+                             "(the attention block size); round it to one")
+    if args.head_dim % 4 != 0:
+        raise SetupError(f"--head_dim={args.head_dim} must be a multiple of 4 (half-truncated rotary)")
+    if args.num_layers < 6:
+        raise SetupError(f"--num_layers={args.num_layers}: at least 6 blocks (value embeddings on the first "
+                         "and last three)")
+    if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
+        raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
+                         f"({args.num_layers} letters)")
+    if args.val_tokens % (world_size * args.val_seq_len) != 0:
+        raise SetupError(f"--val_tokens={args.val_tokens} is not a multiple of world_size x val_seq_len = "
+                         f"{world_size * args.val_seq_len}; change --val_tokens or --val_seq_len")
+    if args.device not in ("cuda", "cpu"):
+        raise SetupError(f"--device={args.device}: use cuda or cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SetupError("CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
+    if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+        raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
+                         f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
+
+
+def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
+    """Every shard's header, and enough tokens for the whole run, before anything is compiled."""
+    train_files, val_files = find_shards(args.train_files), find_shards(args.val_files)
+    for path in train_files + val_files:
+        read_shard_header(path)
+    val_available = sum(read_shard_header(path) for path in val_files)
+    if val_available < args.val_tokens + 1:
+        raise DataError(f"val files {args.val_files} hold {val_available} tokens but --val_tokens={args.val_tokens} "
+                        f"needs {args.val_tokens + 1}; lower --val_tokens or add validation data")
+    needed = args.num_iterations * world_size * grad_accum_steps
+    available = count_windows(train_files, args.train_seq_len, needed)
+    if available < needed:
+        raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
+                        f"tokens starting at a document start, the run needs {needed}; download more shards "
+                        "(python data/cached_fineweb10B.py N) or lower --num_iterations")
+    return train_files, val_files
+
+
+def environment() -> dict:
+    has_cuda = torch.cuda.is_available()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
+    return dict(python=platform.python_version(), torch=torch.__version__,
+                cuda=torch.version.cuda or "none", triton=triton.__version__,
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none")
+
+
+def launch_command(world_size: int) -> str:
+    argv = shlex.join(sys.argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
+    return f"python {argv}"
+
+
+class RunLog:
+    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
+
+    def __init__(self, path: str, source: bytes, script_name: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
+        with open(path, "wb") as f:
+            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
+
+    def write(self, text: str, console: bool = True):
+        if console:
+            print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+    def header(self, args: Hyperparameters, run_id: str, world_size: int):
+        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
+                 f"world_size: {world_size}"]
+        lines += [f"{key}: {value}" for key, value in environment().items()]
+        lines.append("hyperparameters:")
+        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
+        self.write("\n".join(lines), console=False)
+
+
+class NullLog:
+    """What ranks other than 0 log: nothing."""
+
+    def write(self, text: str, console: bool = True):
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Training step, schedules and validation
+
+
+def lr_multiplier(step: int, args: Hyperparameters) -> float:
+    progress = step / args.num_iterations
+    if progress < 1 - args.cooldown_frac:
+        return 1.0
+    w = (1 - progress) / args.cooldown_frac
+    return w + (1 - w) * args.final_lr_frac
+
+
+def muon_momentum(step: int, args: Hyperparameters) -> float:
+    frac = min(step / args.muon_momentum_warmup_steps, 1.0) if args.muon_momentum_warmup_steps else 1.0
+    return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
+
+
+def window_blocks(step: int, args: Hyperparameters) -> int:
+    """Attention window in blocks: linear from window_start to window_end tokens, rounded up."""
+    progress = min(step / args.num_iterations, 1.0)
+    return math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE)
+
+
+def set_schedules(optimizers, step: int, args: Hyperparameters):
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = group["initial_lr"] * lr_multiplier(step, args)
+            if "momentum" in group:
+                group["momentum"] = muon_momentum(step, args)
+
+
+def train_step(model, optimizers, batches, step: int, args, grad_accum_steps: int, windows: dict) -> Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
+    window = windows[window_blocks(step, args)]
+    total = torch.zeros((), device=window.device)
+    for _ in range(grad_accum_steps):
+        inputs, targets = next(batches)
+        loss = model(inputs, targets, window)
+        (loss / grad_accum_steps).backward()
+        total += loss.detach()
+    set_schedules(optimizers, step, args)
+    for opt in optimizers:
+        opt.step()
+    model.zero_grad(set_to_none=True)
+    return total / (grad_accum_steps * args.train_seq_len)
+
+
+@torch.no_grad()
+def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
+    model.eval()
+    steps = args.val_tokens // (world_size * args.val_seq_len)
+    total = torch.zeros((), device=val_tokens.device)
+    for s in range(min(steps, max_steps or steps)):
+        start = (s * world_size + rank) * args.val_seq_len
+        chunk = val_tokens[start:start + args.val_seq_len + 1]
+        total += model(chunk[:-1], chunk[1:], window)
+    model.train()
+    loss = total / min(steps, max_steps or steps)
+    if world_size > 1:
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.item()
+
+
+def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
+    hidden = [p for name, p in model.blocks.named_parameters() if p.ndim >= 2]
+    adam_groups = [dict(params=[model.embed.weight], lr=args.adam_lr * args.embed_lr_mult),
+                   dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
+                   dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
+                   dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
+                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm)]
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+    return optimizers
+
+
+def sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ----------------------------------------------------------------------------------------------
+# Main: checks, setup, warmup (undone), then the timed training loop with validation
+
+
+def main():
+    args = parse_args(sys.argv[1:])
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    check_settings(args, world_size)
+    args.grad_accum_steps = grad_accum_steps = args.grad_accum_steps or 8 // world_size
+    train_files, val_files = check_data(args, world_size, grad_accum_steps)
+    if args.check_only:
+        if rank == 0:
+            print(f"ok: settings, data and device checked for world size {world_size}")
+        return
+
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    comm = Comm(rank, world_size)
+
+    run_id = args.run_id or str(uuid.uuid4())
+    log = NullLog()
+    if rank == 0:
+        with open(__file__, "rb") as f:
+            log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+        print(f"log: {log.path}", flush=True)
+        log.header(args, run_id, world_size)
+
+    torch.manual_seed(args.seed)
+    raw_model = GPT(args).to(device)
+    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+    optimizers = build_optimizers(raw_model, args, comm)
+    val_tokens = load_val_tokens(val_files, args.val_tokens, device)
+    windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
+               for w in range(1, window_blocks(args.num_iterations, args) + 1)}
+
+    # Warmup: compile and run the training and validation paths, then restore the initial state.
+    start_time = time.perf_counter()
+    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
+    warmup_batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+    for step in range(args.warmup_steps):
+        train_step(model, optimizers, warmup_batches, step, args, grad_accum_steps, windows)
+    if args.warmup_steps:
+        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+    raw_model.load_state_dict(initial_state["model"])
+    for opt, state in zip(optimizers, initial_state["opts"]):
+        opt.load_state_dict(state)
+    del initial_state, warmup_batches
+    sync(device)
+    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - start_time:.1f}s "
+              "(compile included, state restored)")
+
+    tokens_per_step = world_size * grad_accum_steps * args.train_seq_len
+    flops_per_step = 6 * matmul_params(raw_model) * tokens_per_step
+    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+    training_ms, unreported, failed_step = 0.0, None, None
+    sync(device)
+    t0 = time.perf_counter()
+
+    def report_train() -> bool:
+        """Log the last step's loss, which waits for it; False (and stop) when it is not finite.
+        Reading it one step late lets the host queue the next step while this one runs."""
+        nonlocal unreported, failed_step
+        if unreported is None:
+            return True
+        step, loss = unreported
+        value, unreported = loss.item(), None
+        elapsed = training_ms + 1000 * (time.perf_counter() - t0)
+        log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
+                  f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
+        if not math.isfinite(value):
+            failed_step = step
+        return failed_step is None
+
+    for step in range(args.num_iterations + 1):
+        last_step = step == args.num_iterations
+        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
+            if not report_train():
+                break
+            sync(device)
+            training_ms += 1000 * (time.perf_counter() - t0)
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
+            if step:
+                step_avg = training_ms / step
+                mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+                line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
+                         f" mfu:{100 * mfu:.1f}%")
+            log.write(line)
+            sync(device)
+            t0 = time.perf_counter()
+        if last_step:
+            break
+        loss = train_step(model, optimizers, batches, step, args, grad_accum_steps, windows)
+        if world_size > 1:
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+        if not report_train():
+            break
+        unreported = (step + 1, loss)
+    if failed_step is not None:
+        log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
+                  "the data")
+
+    if device.type == "cuda":
+        log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
+                  f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
+    if world_size > 1:
+        dist.destroy_process_group()
+    if failed_step is not None:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SetupError as error:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
