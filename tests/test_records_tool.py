@@ -349,7 +349,7 @@ def test_folder_without_logs_is_an_error(tmp_path):
 TINY_ARGS = [
     "--device=cpu", "--compile=False", "--num_iterations=4", "--val_loss_every=2", "--val_tokens=8192",
     "--val_seq_len=2048", "--train_seq_len=1024", "--grad_accum_steps=1", "--model_dim=64",
-    "--num_layers=6", "--num_heads=2", "--head_dim=32", "--warmup_steps=1",
+    "--num_layers=6", "--num_heads=2", "--head_dim=32", "--window_pattern=LSSSSL", "--warmup_steps=1",
 ]
 
 
@@ -378,18 +378,29 @@ def tiny_shards(tmp_path_factory):
     return folder
 
 
-def final_val_loss(log_path):
-    return load_tool_module().load_log(log_path).last("val_loss")
+def losses(log_path):
+    """Every (step, kind, loss) of a log, kind being val_loss or train_loss."""
+    steps = load_tool_module().load_log(log_path).steps
+    return [(row["step"], key, row[key]) for row in steps for key in ("val_loss", "train_loss") if key in row]
 
 
+def launcher(world_size):
+    """How to start a script with this interpreter: plain python, or torchrun for several processes."""
+    if world_size == 1:
+        return [sys.executable]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}"]
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
 @pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
-def test_real_run_extracts_and_reruns_to_the_same_loss(tmp_path, tiny_shards, script):
+def test_real_run_extracts_and_reruns_to_the_same_loss(tmp_path, tiny_shards, script, world_size):
     if not (REPO / script).exists():
         pytest.skip(f"{script} is not in the repository yet")
     logs = tmp_path / "logs"
     args = [*TINY_ARGS, f"--train_files={tiny_shards}/t_train_*.bin", f"--val_files={tiny_shards}/t_val_*.bin",
             f"--logs_dir={logs}"]
-    first = subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True, timeout=900)
+    first = subprocess.run([*launcher(world_size), script, *args], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     (log,) = logs.glob("*.txt")
 
@@ -399,12 +410,13 @@ def test_real_run_extracts_and_reruns_to_the_same_loss(tmp_path, tiny_shards, sc
     assert result.returncode == 0, result.stderr
     assert extracted.read_bytes() == (REPO / script).read_bytes()
     command = shlex.split(result.stdout.strip())
-    assert command[0] == "python" and command[1] == str(extracted) and command[2:] == args
+    prefix = ["python"] if world_size == 1 else ["torchrun", "--standalone", f"--nproc_per_node={world_size}"]
+    assert command == [*prefix, str(extracted), *args]
 
-    second = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=900)
+    second = subprocess.run([*launcher(world_size), *command[len(prefix):]], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     (new_log,) = [p for p in logs.glob("*.txt") if p != log]
-    assert final_val_loss(log) is not None
-    assert final_val_loss(new_log) == final_val_loss(log)
+    assert losses(log)[-1][1] == "val_loss"
+    assert losses(new_log) == losses(log)
     assert load_tool_module().load_log(new_log).source == (REPO / script).read_bytes()
