@@ -35,7 +35,6 @@ import dataclasses
 import difflib
 import json
 import math
-import os
 import platform
 import re
 import shlex
@@ -362,7 +361,7 @@ def group_summary(name, logs, target):
     n, mean, std, t, p = group_stats(finite, target)
     if p is None:
         return f"group {name}: n={n} mean={mean:.4f} std=n/a t=n/a p=n/a"
-    verdict = "p < 0.01" if p < SPEEDRUN_P else "p >= 0.01"
+    verdict = f"p < {SPEEDRUN_P}" if p < SPEEDRUN_P else f"p >= {SPEEDRUN_P}"
     return (f"group {name}: n={n} mean={mean:.6f} std={std:.6f} t={t:.4f} p={p:.6g} "
             f"(H1: mean < {target}; {verdict})")
 
@@ -409,26 +408,27 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True)
 
     extract = commands.add_parser("extract", help="write the logged script back and print its command")
-    extract.add_argument("log")
+    extract.add_argument("log", metavar="LOG", help="a run log (logs/<run_id>.txt)")
     extract.add_argument("-o", "--output", help="where to write the script (default: its recorded name here)")
     extract.add_argument("--force", action="store_true", help="overwrite an existing different file")
     extract.set_defaults(func=cmd_extract)
 
     rerun = commands.add_parser("rerun", help="extract and launch a logged run; arguments after -- override",
                                 usage="%(prog)s [-h] [-o OUTPUT] [--force] [--dry-run] LOG [-- ARGS...]")
-    rerun.add_argument("log")
+    rerun.add_argument("log", metavar="LOG", help="a run log (logs/<run_id>.txt)")
     rerun.add_argument("-o", "--output", help="where to write the script (default: a temporary folder)")
     rerun.add_argument("--force", action="store_true", help="overwrite an existing different file")
     rerun.add_argument("--dry-run", action="store_true", help="print warnings and the command only")
     rerun.set_defaults(func=cmd_rerun)
 
     diff = commands.add_parser("diff", help="diff two logs' scripts and hyperparameters")
-    diff.add_argument("log_a")
-    diff.add_argument("log_b")
+    diff.add_argument("log_a", metavar="LOG_A", help="the run log shown as -")
+    diff.add_argument("log_b", metavar="LOG_B", help="the run log shown as +")
     diff.set_defaults(func=cmd_diff)
 
     compare = commands.add_parser("compare", help="table and statistics of runs; a folder is a group")
-    compare.add_argument("logs", nargs="+", metavar="LOG_OR_DIR")
+    compare.add_argument("logs", nargs="+", metavar="LOG_OR_DIR",
+                         help="run logs (together one group) and folders (one group each)")
     compare.add_argument("--target", type=float, default=3.28, help="val loss target (default 3.28)")
     compare.add_argument("--png", help="also plot val loss curves to this PNG")
     compare.set_defaults(func=cmd_compare)
