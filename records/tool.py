@@ -27,7 +27,7 @@ Subcommands (``python records/tool.py <cmd> --help`` for details):
     compare LOG_OR_DIR... [--target T] [--png FILE]
                                           table of runs, per-group mean/std/t-test vs the target
 
-Errors (missing file, not a run log, ...) are one ``error: ...`` line on stderr and exit 2.
+Errors (missing file, not a run log, unwritable output, ...) are one ``error: ...`` line on stderr and exit 2.
 """
 
 import argparse
@@ -450,6 +450,9 @@ def main(argv=None):
         return args.func(args)
     except ToolError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # e.g. an output folder that does not exist
+        print(f"error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
         return 2
 
 

@@ -337,6 +337,16 @@ def test_missing_file_is_one_line_error(tmp_path, command):
     assert result.stderr == f"error: {missing}: no such file\n"
 
 
+@pytest.mark.parametrize("option", ["-o", "--png"])
+def test_unwritable_output_is_one_line_error(tmp_path, option):
+    log = make_log(tmp_path / "run.txt")
+    command = "extract" if option == "-o" else "compare"
+    missing = tmp_path / "no such folder" / "out.png"
+    result = tool(command, log, option, missing)
+    assert result.returncode == 2
+    assert result.stderr == f"error: {missing}: No such file or directory\n"
+
+
 def test_folder_without_logs_is_an_error(tmp_path):
     (tmp_path / "empty").mkdir()
     result = tool("compare", tmp_path / "empty")
