@@ -229,7 +229,10 @@ def cmd_rerun(args):
         print(shlex.join(command), flush=True)
         if args.dry_run:
             return 0
-        return subprocess.run(command).returncode
+        try:
+            return subprocess.run(command).returncode
+        except KeyboardInterrupt:  # the child got the same Ctrl-C; subprocess.run has reaped it
+            return 130
 
 
 def hparam_changes(a, b):
