@@ -4,6 +4,10 @@ Launch: ./run.sh  (or: torchrun --standalone --nproc_per_node=8 train_gpt.py [--
 Every setting is a field of Hyperparameters below; --help lists them with their defaults.
 The log (logs/<run_id>.txt) starts with this file's exact source, so any run can be re-run.
 """
+import time
+
+PROCESS_START = time.perf_counter()  # startup time counts the imports too
+
 import copy
 import dataclasses
 import glob
@@ -16,7 +20,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -882,6 +885,7 @@ def main():
             log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
         print(f"log: {log.path}", flush=True)
         log.header(args, run_id, world_size)
+    log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
 
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
@@ -890,6 +894,8 @@ def main():
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
                for w in range(1, window_blocks(args.num_iterations, args) + 1)}
+
+    log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s")
 
     # Warmup: compile and run the training and validation paths, then restore the initial state.
     start_time = time.perf_counter()
@@ -905,7 +911,7 @@ def main():
     del initial_state, warmup_batches
     sync(device)
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - start_time:.1f}s "
-              "(compile included, state restored)")
+              f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 
     tokens_per_step = world_size * grad_accum_steps * args.train_seq_len
     flops_per_step = 6 * matmul_params(raw_model) * tokens_per_step
