@@ -1,8 +1,14 @@
 """Shared pytest fixtures: where the repository and the shared assets live."""
 
-from pathlib import Path
+import os
 
-import pytest
+# Before anything imports triton: its @triton.jit kernels then run in the CPU interpreter, so the
+# kernel tests can launch train_gpt.py's Triton kernels on CPU tensors.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

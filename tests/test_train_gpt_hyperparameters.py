@@ -1,0 +1,132 @@
+"""train_gpt.py, section "Hyperparameters": record defaults, --name=value parsing, --help, errors."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt  # noqa: E402
+from train_gpt import Hyperparameters, SetupError, parse_args  # noqa: E402
+
+
+def test_defaults_are_the_8_gpu_record():
+    args = Hyperparameters()
+    assert args.num_iterations == 1695
+    assert args.train_seq_len == 48 * 1024 == 49152
+    assert args.val_seq_len == 4 * 64 * 1024
+    assert args.val_tokens == 10_485_760
+    assert args.val_loss_every == 125
+    assert args.grad_accum_steps == 0  # resolved to 8 // world_size at launch
+    assert (args.model_dim, args.num_layers, args.num_heads, args.head_dim) == (768, 12, 6, 128)
+    assert args.mlp_ratio == 4
+    assert args.vocab_size == 50257
+    assert args.no_attention_layer == 7
+    assert args.window_pattern == "LSSSLSSLSSSL"
+    assert (args.window_start, args.window_end) == (128, 1792)
+    assert (args.cooldown_frac, args.final_lr_frac) == (0.45, 0.1)
+    assert (args.muon_lr, args.muon_momentum, args.muon_momentum_start) == (0.05, 0.95, 0.85)
+    assert args.muon_momentum_warmup_steps == 300
+    assert args.muon_weight_decay == 0.0
+    assert (args.adam_lr, args.adam_beta1, args.adam_beta2, args.adam_eps) == (0.008, 0.8, 0.95, 1e-10)
+    assert (args.embed_lr_mult, args.value_embed_lr_mult, args.scalar_lr_mult, args.head_lr_mult) == (75, 75, 5, 1)
+    assert args.device == "cuda" and args.compile is True and args.check_only is False
+
+
+def test_no_arguments_give_the_defaults():
+    assert parse_args([]) == Hyperparameters()
+
+
+def test_overrides_of_every_kind_are_parsed_to_the_field_type():
+    args = parse_args(["--num_iterations=20", "--muon_lr=0.02", "--adam_eps=1e-8", "--compile=false",
+                       "--check_only=True", "--window_pattern=LSSSSL", "--run_id=my run",
+                       "--train_files=/tmp/a=b/*.bin"])
+    assert args.num_iterations == 20 and type(args.num_iterations) is int
+    assert args.muon_lr == 0.02 and type(args.muon_lr) is float
+    assert args.adam_eps == 1e-8
+    assert args.compile is False and args.check_only is True
+    assert args.window_pattern == "LSSSSL"
+    assert args.run_id == "my run"
+    assert args.train_files == "/tmp/a=b/*.bin"  # only the first '=' separates name and value
+    assert args.model_dim == 768  # untouched fields keep their defaults
+
+
+def test_a_float_field_accepts_an_integer_and_the_last_override_wins():
+    args = parse_args(["--muon_lr=1", "--num_iterations=5", "--num_iterations=7"])
+    assert args.muon_lr == 1.0 and type(args.muon_lr) is float
+    assert args.num_iterations == 7
+
+
+@pytest.mark.parametrize("raw, expected", [("true", True), ("1", True), ("yes", True), ("TRUE", True),
+                                           ("false", False), ("0", False), ("no", False), ("False", False)])
+def test_boolean_spellings(raw, expected):
+    assert parse_args([f"--compile={raw}"]).compile is expected
+
+
+def test_help_lists_every_field_with_its_default(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--num_iterations=3", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:")
+    for f in dataclasses.fields(Hyperparameters):
+        lines = [line for line in out.splitlines() if line.strip().startswith(f"--{f.name}=")]
+        assert len(lines) == 1, f.name
+        shown = lines[0].strip()[len(f"--{f.name}="):].split()[0] if f.default != "" else ""
+        if f.default != "":
+            assert shown == train_gpt.format_value(f.default), f.name
+        assert f.metadata["help"] in lines[0]
+    assert "--compile=true " in out and "--num_iterations=1695 " in out  # booleans as the parser spells them
+
+
+def test_dash_h_is_help_too(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["-h"])
+    assert "--window_pattern=LSSSLSSLSSSL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--num_iterationz=5"], "unknown setting --num_iterationz (see --help for the list)"),
+    (["--num_iterations"], "malformed argument '--num_iterations': write settings as --name=value (see --help)"),
+    (["num_iterations=5"], "malformed argument 'num_iterations=5': write settings as --name=value (see --help)"),
+    (["-num_iterations=5"], "malformed argument '-num_iterations=5'"),
+    (["--num_iterations=5.5"], "--num_iterations=5.5 is not an integer"),
+    (["--num_iterations="], "--num_iterations= is not an integer"),
+    (["--muon_lr=fast"], "--muon_lr=fast is not a number"),
+    (["--compile=maybe"], "--compile=maybe is not a boolean; use true or false"),
+    (["--check_only="], "--check_only= is not a boolean; use true or false"),
+])
+def test_bad_arguments_raise_one_setup_error(argv, message):
+    with pytest.raises(SetupError) as error:
+        parse_args(["--model_dim=64", *argv])
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+    # not chained to a ValueError, so nothing but this message would ever be shown
+    assert error.value.__cause__ is None
+    assert error.value.__context__ is None or error.value.__suppress_context__
+
+
+@pytest.mark.parametrize("world_size, expected", [(1, 8), (2, 4), (4, 2), (8, 1)])
+def test_grad_accum_steps_zero_means_eight_over_world_size(monkeypatch, world_size, expected):
+    seen = {}
+
+    def fake_check_data(args, ws, grad_accum_steps):
+        seen.update(world_size=ws, grad_accum_steps=grad_accum_steps, field=args.grad_accum_steps)
+        return [], []
+
+    monkeypatch.setattr(train_gpt, "check_data", fake_check_data)
+    monkeypatch.setenv("WORLD_SIZE", str(world_size))
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
+    train_gpt.main()  # check_only returns before any process group or model is made
+    assert seen == dict(world_size=world_size, grad_accum_steps=expected, field=expected)
+
+
+def test_explicit_grad_accum_steps_is_kept(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(train_gpt, "check_data", lambda args, ws, accum: seen.update(accum=accum) or ([], []))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true", "--grad_accum_steps=3"])
+    train_gpt.main()
+    assert seen == dict(accum=3)
