@@ -1,8 +1,8 @@
 """Work with speedrun run logs: extract, re-run, diff and compare records.
 
-Every track script writes ``logs/<run_id>.txt`` that starts with the script's exact
-source, then one separator line, then a header, the resolved hyperparameters and the
-step lines::
+Every track script (train_gpt.py, train_gpt_medium.py, ...) writes ``logs/<run_id>.txt``
+that starts with the script's exact source, then one separator line naming the script,
+then a header, the resolved hyperparameters and the step lines::
 
     <N bytes of source>[one "\\n" if the source did not end with one]
     ==================== end of source: train_gpt.py, N bytes ====================
@@ -15,9 +15,14 @@ step lines::
       name: value
     nvidia-smi:
       ...
-    step:0/20 val_loss:10.8258 train_time:0ms step_avg:0.00ms
+    startup: ... / warmup: ...              (progress notes; ignored)
+    step:0/20 val_loss:10.8258 train_time:0ms
     step:1/20 train_loss:10.8301 train_time:35ms step_avg:35.00ms
-    peak memory allocated: 33512 MiB reserved: 34000 MiB
+    step:20/20 val_loss:3.2790 train_time:700ms step_avg:35.00ms tokens/s:... mfu:...%
+    peak memory allocated: 33512 MiB reserved: 34000 MiB   (CUDA runs only)
+
+Nothing here depends on which script wrote the log: the script's name comes from the
+separator line, its arguments from ``argv`` and the launcher from ``command``/``world_size``.
 
 Subcommands (``python records/tool.py <cmd> --help`` for details):
 
@@ -102,7 +107,7 @@ def find_separator(data):
 def parse_tail(lines):
     """Parse the lines after the separator into header, hyperparameters, nvidia-smi and steps."""
     header, hparams, smi, steps = {}, {}, [], []
-    stopped, peak, block = None, None, None
+    stopped, peak, block, header_open = None, None, None, True
     for line in lines:
         if block is not None and line.startswith("  "):
             if block is hparams:
@@ -126,10 +131,10 @@ def parse_tail(lines):
         elif HEADER_RE.match(line) and not steps:
             key, value = HEADER_RE.match(line).groups()
             if key == "hyperparameters" and not value:
-                block = hparams
+                block, header_open = hparams, False
             elif key == "nvidia-smi" and not value:
                 block = smi
-            else:
+            elif header_open:  # later "key: value" lines ("startup: ...") are progress notes
                 header.setdefault(key, value or "")
     return header, hparams, smi, steps, stopped, peak
 
@@ -151,6 +156,14 @@ def load_log(path):
                   header, hparams, smi, steps, stopped, peak)
 
 
+def default_script_name(log):
+    """The recorded script name (train_gpt.py, train_gpt_medium.py, ...), without any folders."""
+    name = Path(log.script_name).name
+    if name in ("", ".", ".."):
+        raise ToolError(f"{log.path}: the separator line names no script; give -o FILE")
+    return name
+
+
 def write_script(log, out, force):
     """Write the embedded source to ``out``; refuse to clobber a different file unless forced."""
     out = Path(out)
@@ -168,10 +181,19 @@ def reproduce_command(log, script_path):
         overrides = json.loads(log.header["argv"])[1:]
     except (ValueError, TypeError):
         raise ToolError(f"{log.path}: argv line is not a JSON list") from None
-    world_size = int(log.header.get("world_size", "1") or 1)
-    recorded = shlex.split(log.header.get("command", ""))
-    uses_python = bool(recorded) and "torchrun" not in recorded[0] and "torch.distributed.run" not in recorded
-    if world_size == 1 and uses_python:
+    if not isinstance(overrides, list) or not all(isinstance(arg, str) for arg in overrides):
+        raise ToolError(f"{log.path}: argv line is not a JSON list of strings")
+    try:
+        world_size = int(log.header.get("world_size") or 1)
+        recorded = shlex.split(log.header.get("command", ""))
+    except ValueError as err:
+        raise ToolError(f"{log.path}: unreadable header ({err})") from None
+    if world_size < 1:
+        raise ToolError(f"{log.path}: world_size {world_size} is not positive")
+    # torchrun whenever the run had several processes or was itself launched by torchrun
+    # (which sets RANK/WORLD_SIZE/... even for one process); plain python otherwise.
+    by_torchrun = bool(recorded) and (Path(recorded[0]).name == "torchrun" or "torch.distributed.run" in recorded)
+    if world_size == 1 and not by_torchrun:
         return ["python", str(script_path), *overrides]
     return ["torchrun", "--standalone", f"--nproc_per_node={world_size}", str(script_path), *overrides]
 
@@ -213,7 +235,7 @@ def launch_argv(command):
 
 def cmd_extract(args):
     log = load_log(args.log)
-    out = write_script(log, args.output or log.script_name, args.force)
+    out = write_script(log, args.output or default_script_name(log), args.force)
     print(f"wrote {out} ({len(log.source)} bytes)", file=sys.stderr)
     print(shlex.join(reproduce_command(log, out)))
     return 0
@@ -224,7 +246,7 @@ def cmd_rerun(args):
     for line in environment_warnings(log, current_environment()):
         print(line, file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
-        out = write_script(log, args.output or Path(tmp) / log.script_name, args.force)
+        out = write_script(log, args.output or Path(tmp) / default_script_name(log), args.force)
         command = launch_argv(reproduce_command(log, out)) + args.extra
         print(shlex.join(command), flush=True)
         if args.dry_run:
