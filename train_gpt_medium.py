@@ -1,0 +1,952 @@
+"""NanoGPT speedrun, track 2: GPT-2 medium (~350M) to 2.92 val loss on FineWeb with 8 GPUs.
+
+Launch: torchrun --standalone --nproc_per_node=8 train_gpt_medium.py [--name=value ...]
+Every setting is a field of Hyperparameters below; --help lists them with their defaults.
+The log (logs/<run_id>.txt) starts with this file's exact source, so any run can be re-run.
+"""
+import time
+
+PROCESS_START = time.perf_counter()  # startup time counts the imports too
+
+import copy
+import dataclasses
+import glob
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+# ----------------------------------------------------------------------------------------------
+# Hyperparameters: the defaults are the 8-GPU record run; override any field as --name=value
+
+
+def setting(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Hyperparameters:
+    # data
+    train_files: str = setting("data/fineweb10B/fineweb_train_*.bin", "glob of training shards")
+    val_files: str = setting("data/fineweb10B/fineweb_val_*.bin", "glob of validation shards")
+    val_tokens: int = setting(10_485_760, "validation tokens (the speedrun fixes 10,485,760)")
+    train_seq_len: int = setting(64 * 1024, "tokens per rank per micro-step (multiple of 128)")
+    val_seq_len: int = setting(4 * 64 * 1024, "tokens per rank per validation step (multiple of 128)")
+    grad_accum_steps: int = setting(0, "micro-steps per step; 0 = 8 // world_size (same global batch)")
+    # schedule
+    num_iterations: int = setting(6450, "optimizer steps")
+    cooldown_frac: float = setting(0.6, "fraction of steps at the end with linearly decaying lr")
+    final_lr_frac: float = setting(0.0, "lr multiplier reached at the last step")
+    val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
+    window_start: int = setting(128, "attention window (tokens) at step 0")
+    window_end: int = setting(1792, "attention window (tokens) at the last step")
+    # model
+    vocab_size: int = setting(50257, "GPT-2 vocabulary (padded to a multiple of 128 inside)")
+    num_layers: int = setting(16, "transformer blocks (at least 6)")
+    model_dim: int = setting(1024, "residual stream width")
+    num_heads: int = setting(8, "attention heads (num_heads x head_dim = model_dim)")
+    head_dim: int = setting(128, "width of each head (multiple of 4)")
+    mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
+    no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
+    window_pattern: str = setting("LSSSLSSSSSSLSSSL", "per block: L = long window, S = short (half)")
+    skip_connections: str = setting("6>9,4>10,2>11", "a>b: block a's output, times a learned weight, joins "
+                                    "block b's input (pairs past num_layers are unused)")
+    # optimizers
+    muon_lr: float = setting(0.025, "Muon learning rate (hidden matrices)")
+    muon_momentum: float = setting(0.95, "Muon momentum after warmup")
+    muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
+    muon_momentum_warmup_steps: int = setting(300, "steps of linear momentum warmup")
+    muon_weight_decay: float = setting(0.01, "Muon weight decay: p *= 1 - lr * weight_decay")
+    mlp_weight_decay_mult: float = setting(2.0, "weight decay multiplier of the MLP matrices")
+    embed_lr: float = setting(0.3, "Adam lr of the token and value embeddings")
+    scalar_lr: float = setting(0.015, "Adam lr of the scalar weights")
+    head_lr: float = setting(1 / 320, "Adam lr of the lm_head")
+    adam_beta1: float = setting(0.8, "Adam beta1")
+    adam_beta2: float = setting(0.95, "Adam beta2")
+    adam_eps: float = setting(1e-10, "Adam epsilon")
+    # run
+    warmup_steps: int = setting(10, "compile-warmup steps before the clock, undone afterwards")
+    profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
+    seed: int = setting(0, "seed of the parameter initialisation")
+    device: str = setting("cuda", "cuda, or cpu for tiny test runs")
+    compile: bool = setting(True, "torch.compile the model and the Muon update")
+    logs_dir: str = setting("logs", "folder of the run logs")
+    run_id: str = setting("", "log name (default: a fresh uuid)")
+    peak_tflops: float = setting(989.0, "per-GPU dense bf16 peak used for the MFU estimate")
+    check_only: bool = setting(False, "check settings, data and device, then exit")
+
+
+class SetupError(Exception):
+    """A bad setting, file or machine, found before training starts; the message says the fix."""
+
+
+class DataError(SetupError):
+    """A missing, corrupt or too small data file."""
+
+
+def parse_value(name: str, default, raw: str):
+    kind = type(default)
+    if kind is bool:
+        if raw.lower() in ("1", "true", "yes"):
+            return True
+        if raw.lower() in ("0", "false", "no"):
+            return False
+        raise SetupError(f"--{name}={raw} is not a boolean; use true or false")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SetupError(f"--{name}={raw} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+def format_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def help_text() -> str:
+    lines = ["usage: torchrun --standalone --nproc_per_node=N train_gpt_medium.py [--name=value ...]", ""]
+    for f in dataclasses.fields(Hyperparameters):
+        lines.append(f"  --{f.name}={format_value(f.default):<40} {f.metadata['help']}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> Hyperparameters:
+    defaults = {f.name: f.default for f in dataclasses.fields(Hyperparameters)}
+    values = {}
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            print(help_text())
+            sys.exit(0)
+        match = re.fullmatch(r"--(\w+)=(.*)", arg, re.DOTALL)
+        if match is None:
+            raise SetupError(f"malformed argument {arg!r}: write settings as --name=value (see --help)")
+        name, raw = match.groups()
+        if name not in defaults:
+            raise SetupError(f"unknown setting --{name} (see --help for the list)")
+        values[name] = parse_value(name, defaults[name], raw)
+    return Hyperparameters(**values)
+
+
+def skip_pairs(args: Hyperparameters) -> list[tuple[int, int]]:
+    """The (source, target) blocks of --skip_connections that this model has."""
+    pairs = []
+    for item in filter(None, args.skip_connections.split(",")):
+        match = re.fullmatch(r"(\d+)>(\d+)", item.strip())
+        if match is None or int(match[1]) >= int(match[2]):
+            raise SetupError(f"--skip_connections={args.skip_connections}: write pairs a>b with a < b, "
+                             "comma-separated, e.g. 6>9,4>10")
+        if int(match[2]) < args.num_layers:
+            pairs.append((int(match[1]), int(match[2])))
+    return pairs
+
+
+# ----------------------------------------------------------------------------------------------
+# Custom ops: exact fp32 master weights kept as a bf16 parameter plus its 16 low bits; ISRU softcap
+
+
+def join_fp32(high: Tensor, low: Tensor) -> Tensor:
+    """The fp32 number whose upper half is `high` (a bf16's bits) and lower half `low`, both uint16."""
+    return ((high.to(torch.int32) << 16) | low.to(torch.int32)).view(torch.float32)
+
+
+def split_fp32(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Inverse of join_fp32: the upper half is x truncated to bf16, the lower half the bits it drops."""
+    bits = x.view(torch.int32)
+    return ((bits >> 16) & 0xFFFF).to(torch.uint16), (bits & 0xFFFF).to(torch.uint16)
+
+
+def softcap(logits: Tensor) -> Tensor:
+    """ISRU logit cap to (-15, 15): 15 z / sqrt(z^2 + 225); replaced 30 sigmoid(z / 7.5) in record 7."""
+    return 15 * logits * torch.rsqrt(logits.square() + 225)
+
+
+# ----------------------------------------------------------------------------------------------
+# Optimizers: sharded mixed-precision Muon for hidden matrices, sharded Adam for the rest
+
+# Per-iteration Newton-Schulz coefficients, tuned for track 2 (record of 2025-02-14).
+NS_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418, -5.5913, 2.3037),
+                   (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012)]
+
+
+def orthogonalize(g: Tensor) -> Tensor:
+    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16
+    (Keller Jordan's Muon, 2024). g: (..., rows, cols)."""
+    x = g.bfloat16()
+    transposed = x.size(-2) > x.size(-1)
+    if transposed:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for a, b, c in NS_COEFFICIENTS:
+        xxt = x @ x.mT
+        x = a * x + (b * xxt + c * xxt @ xxt) @ x
+    return x.mT if transposed else x
+
+
+def muon_update(high: Tensor, low: Tensor, momentum_buffer: Tensor, grad: Tensor,
+                momentum: Tensor, lr: Tensor, keep: Tensor):
+    """One matrix's Muon step on its exact fp32 master weight join_fp32(high, low): Nesterov momentum,
+    orthogonalisation, decay p *= keep, then p -= lr * update; written back split (record 7)."""
+    grad = grad.float()
+    momentum_buffer.copy_(momentum * momentum_buffer + (1 - momentum) * grad)
+    update = orthogonalize(momentum * momentum_buffer + (1 - momentum) * grad)
+    new_high, new_low = split_fp32(join_fp32(high, low) * keep - update.float() * lr)
+    high.copy_(new_high)
+    low.copy_(new_low)
+
+
+class Comm:
+    """Reduce-scatter / all-gather over the first dimension; with one process they are copies."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+
+    def reduce_scatter_avg(self, full: Tensor):
+        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
+        if self.world_size == 1:
+            return full, None
+        return shard, dist.reduce_scatter_tensor(shard, full, op=dist.ReduceOp.AVG, async_op=True)
+
+    def all_gather(self, full: Tensor, shard: Tensor):
+        if self.world_size == 1:
+            return None
+        return dist.all_gather_into_tensor(full, shard, async_op=True)
+
+    def own(self, full: Tensor) -> Tensor:
+        size = full.size(0) // self.world_size
+        return full[self.rank * size:(self.rank + 1) * size]
+
+
+def wait_all(handles):
+    for handle in handles:
+        if handle is not None:
+            handle.wait()
+
+
+class Muon(torch.optim.Optimizer):
+    """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix, mixed precision.
+    Each group holds same-shape bf16 matrices; each rank updates its share of a group through `update`
+    (muon_update, maybe compiled), keeping their low bits, then all ranks all-gather the new values."""
+
+    def __init__(self, param_groups, lr: float, momentum: float, comm: Comm, update):
+        super().__init__(param_groups, dict(lr=lr, momentum=momentum, weight_decay=0.0))
+        self.comm, self.update = comm, update
+
+    @torch.no_grad()
+    def step(self):
+        scattered = [self.comm.reduce_scatter_avg(self._stacked_grads(g["params"])) for g in self.param_groups]
+        gathers = []
+        for group, (grad_shard, handle) in zip(self.param_groups, scattered):
+            wait_all([handle])
+            per_rank, params = grad_shard.size(0), group["params"]
+            owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
+            rows, cols = params[0].shape[-2:]
+            scalars = [torch.tensor(value, dtype=torch.float32) for value in  # tensors: no recompiles
+                       (group["momentum"], group["lr"] * max(1.0, rows / cols) ** 0.5,
+                        1 - group["lr"] * group["weight_decay"])]
+            for p, grad in zip(owned, grad_shard):
+                state = self.state[p]
+                if not state:  # the low bits of a fresh bf16 weight are zero
+                    state.update(low_bits=torch.zeros_like(p, dtype=torch.uint16),
+                                 momentum_buffer=torch.zeros_like(p, dtype=torch.float32))
+                self.update(p.view(torch.uint16), state["low_bits"], state["momentum_buffer"], grad, *scalars)
+            if self.comm.world_size > 1:
+                values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))
+                full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
+                gathers.append((params, full, self.comm.all_gather(full, values)))
+        for params, full, handle in gathers:
+            handle.wait()
+            torch._foreach_copy_(params, list(full[:len(params)]))
+
+    def _stacked_grads(self, params: list[Tensor]) -> Tensor:
+        padding = -len(params) % self.comm.world_size
+        return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
+
+
+class ShardedAdam(torch.optim.Optimizer):
+    """Adam where each rank updates its slice (first dimension) of every parameter; fp32 moments."""
+
+    def __init__(self, param_groups, betas, eps: float, comm: Comm):
+        super().__init__(param_groups, dict(betas=betas, eps=eps))
+        self.comm = comm
+
+    @torch.no_grad()
+    def step(self):
+        params = [(group, p) for group in self.param_groups for p in group["params"]]
+        scattered = [self.comm.reduce_scatter_avg(p.grad) for _, p in params]
+        gathers = []
+        for (group, p), (grad, handle) in zip(params, scattered):
+            wait_all([handle])
+            shard = self.comm.own(p)
+            self._update(group, p, shard, grad.float())
+            gathers.append(self.comm.all_gather(p, shard))
+        wait_all(gathers)
+
+    def _update(self, group, p: Tensor, shard: Tensor, grad: Tensor):
+        state = self.state[p]
+        if not state:
+            state.update(step=0, exp_avg=torch.zeros_like(grad), exp_avg_sq=torch.zeros_like(grad))
+        beta1, beta2 = group["betas"]
+        state["step"] += 1
+        state["exp_avg"].lerp_(grad, 1 - beta1)
+        state["exp_avg_sq"].lerp_(grad.square(), 1 - beta2)
+        denom = (state["exp_avg_sq"] / (1 - beta2 ** state["step"])).sqrt_().add_(group["eps"])
+        shard.add_(state["exp_avg"] / denom, alpha=-group["lr"] / (1 - beta1 ** state["step"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Model
+
+EOT_TOKEN = 50256
+BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
+HEAD_CHUNKS = 4  # validation computes the lm_head in this many chunks to cap memory (record 7)
+
+
+def rms_norm(x: Tensor) -> Tensor:
+    return F.rms_norm(x, (x.size(-1),))
+
+
+def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor]:
+    """For each (query block, key block): may ANY query attend to any key, and may ALL of them?
+    Rule: same document, causal, and key block within the last `window_blocks` blocks."""
+    first, last = docs.view(-1, BLOCK_SIZE)[:, 0], docs.view(-1, BLOCK_SIZE)[:, -1]
+    q_block = torch.arange(first.numel(), device=docs.device)[:, None]
+    k_block = q_block.T
+    in_window = (k_block <= q_block) & (q_block - k_block < window_blocks)
+    any_pair = in_window & (last[None, :] >= first[:, None])
+    all_pairs = in_window & (k_block < q_block) & (first[None, :] == last[:, None])
+    return any_pair, all_pairs
+
+
+def block_mask(docs: Tensor, window_blocks: Tensor) -> BlockMask:
+    """FlexAttention mask from block-level matrices; only partial blocks evaluate mask_mod."""
+    any_pair, full = block_relations(docs, window_blocks)
+    partial = any_pair & ~full
+
+    def document_causal(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+
+    def counts_and_indices(blocks: Tensor):
+        indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
+        return blocks.sum(-1, dtype=torch.int32)[None, None], indices.to(torch.int32)[None, None]
+
+    return BlockMask.from_kv_blocks(*counts_and_indices(partial), *counts_and_indices(full),
+                                    BLOCK_SIZE=BLOCK_SIZE, mask_mod=document_causal)
+
+
+def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
+    """The same rule as block_mask, element by element (CPU path: FlexAttention has no CPU backward)."""
+    any_pair, _ = block_relations(docs, window_blocks)
+    per_token = any_pair.repeat_interleave(BLOCK_SIZE, 0).repeat_interleave(BLOCK_SIZE, 1)
+    positions = torch.arange(docs.numel(), device=docs.device)
+    return per_token & (docs[:, None] == docs[None, :]) & (positions[:, None] >= positions[None, :])
+
+
+def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
+    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT."""
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    build = block_mask if tokens.is_cuda else dense_mask
+    return dict(L=build(docs, window_blocks), S=build(docs, torch.clamp_min(window_blocks // 2, 1)))
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if isinstance(mask, BlockMask):
+        y = flex_attention(q, k, v, block_mask=mask, scale=scale)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    return y.transpose(1, 2)
+
+
+class Rotary(nn.Module):
+    """Rotary embedding on half of the head dims; the other half stays position-free."""
+
+    def __init__(self, head_dim: int, max_len: int):
+        super().__init__()
+        freqs = (1 / 1024) ** torch.linspace(0, 1, steps=head_dim // 4)
+        freqs = torch.cat([freqs, freqs.new_zeros(head_dim // 4)])
+        theta = torch.outer(torch.arange(max_len, dtype=torch.float32), freqs)
+        self.register_buffer("cos", theta.cos(), persistent=False)
+        self.register_buffer("sin", theta.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, T, H, D)
+        cos, sin = self.cos[None, :x.size(1), None, :], self.sin[None, :x.size(1), None, :]
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1).type_as(x)
+
+
+def uniform_bf16(shape, fan_in: int) -> Tensor:
+    bound = 3 ** 0.5 * 0.5 * fan_in ** -0.5
+    return torch.empty(shape).uniform_(-bound, bound).bfloat16()
+
+
+class CausalSelfAttention(nn.Module):
+    """One bf16 QKVO weight (record 7), QK-norm, rotary, normed values mixed with a value embedding."""
+
+    def __init__(self, args: Hyperparameters, max_len: int):
+        super().__init__()
+        self.num_heads, self.head_dim = args.num_heads, args.head_dim
+        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
+        self.qkvo_w = nn.Parameter(uniform_bf16((4, args.num_heads * args.head_dim, args.model_dim),
+                                                args.model_dim))
+        with torch.no_grad():
+            self.qkvo_w[3].zero_()
+        self.rotary = Rotary(args.head_dim, max_len)
+
+    def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
+        B, T = x.shape[:2]
+        qkv = F.linear(x, self.qkvo_w[:3].flatten(0, 1))
+        q, k, v = qkv.view(B, T, 3 * self.num_heads, self.head_dim).chunk(3, dim=-2)
+        q, k, v = self.rotary(rms_norm(q)), self.rotary(rms_norm(k)), rms_norm(v)
+        v = lambdas[0] * v if value_embed is None else lambdas[0] * v + lambdas[1] * value_embed.view_as(v)
+        return attend(q, k, v, mask, self.scale).flatten(2) @ self.qkvo_w[3]
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.fc_w = nn.Parameter(uniform_bf16((hidden, dim), dim))
+        self.proj_w = nn.Parameter(torch.zeros(dim, hidden, dtype=torch.bfloat16))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(F.relu(F.linear(x, self.fc_w)).square(), self.proj_w)
+
+
+class Block(nn.Module):
+    def __init__(self, args: Hyperparameters, has_attention: bool, max_len: int):
+        super().__init__()
+        self.attn = CausalSelfAttention(args, max_len) if has_attention else None
+        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
+
+    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
+        x = block_lambdas[0] * x + block_lambdas[1] * x0
+        if self.attn is not None:  # record 7 feeds attention the un-normed stream (its values are normed)
+            x = x + self.attn(x, value_embed, attn_lambdas, mask)
+        return x + self.mlp(rms_norm(x))
+
+
+def value_embed_layout(num_layers: int) -> list:
+    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three."""
+    return [0, 1, 2] + [None] * (num_layers - 6) + [0, 1, 2]
+
+
+def padded_vocab(vocab_size: int) -> int:
+    return -(-vocab_size // 128) * 128
+
+
+class GPT(nn.Module):
+    """GPT with value embeddings and a few long skips: block a's output, weighted, joins block b's input."""
+
+    def __init__(self, args: Hyperparameters):
+        super().__init__()
+        vocab, dim, layers = padded_vocab(args.vocab_size), args.model_dim, args.num_layers
+        max_len = max(args.train_seq_len, args.val_seq_len)
+        self.window_pattern = args.window_pattern
+        self.skip_pairs = skip_pairs(args)
+        self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
+        self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
+        self.value_embed_layout = value_embed_layout(layers)
+        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, max_len) for i in range(layers))
+        self.lm_head_w = nn.Parameter(torch.zeros(vocab, dim))
+        scalars = [torch.ones(len(self.skip_pairs)), torch.tensor([1.0, 0.0]).repeat(layers),
+                   torch.tensor([0.5, 0.5]).repeat(layers)]
+        count = sum(s.numel() for s in scalars)
+        scalars.append(torch.zeros(-count % 8))  # shardable over any world size dividing 8
+        self.scalars = nn.Parameter(torch.cat(scalars))  # one tensor: one Adam update (record 7)
+
+    def scalar_views(self):
+        """Skip weights, per-block (x, x0) lambdas, per-attention (v, value-embed) lambdas."""
+        layers, skips = len(self.blocks), len(self.skip_pairs)
+        block = self.scalars[skips:skips + 2 * layers].view(layers, 2)
+        attn = self.scalars[skips + 2 * layers:skips + 4 * layers].view(layers, 2)
+        return self.scalars[:skips], block, attn
+
+    def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
+        """Summed cross-entropy of the softcapped logits."""
+        logits = F.linear(x, self.lm_head_w.bfloat16()).float()
+        return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum")
+
+    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
+        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
+        masks = attention_masks(inputs, window_blocks)
+        value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
+        x = x0 = rms_norm(self.embed(inputs)[None])
+        skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
+        outputs = []
+        for i, block in enumerate(self.blocks):
+            for j, (source, target) in enumerate(self.skip_pairs):
+                if target == i:
+                    x = x + skip_weights[j] * outputs[source]
+            ve_index = self.value_embed_layout[i]
+            value_embed = None if ve_index is None else value_embeds[ve_index]
+            x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]])
+            outputs.append(x)
+        x = rms_norm(x).flatten(0, 1)
+        if self.training:
+            return self.head_loss(x, targets)
+        chunks = zip(x.chunk(HEAD_CHUNKS), targets.chunk(HEAD_CHUNKS))
+        return sum(self.head_loss(x_part, t_part) for x_part, t_part in chunks) / targets.numel()
+
+
+def matmul_params(model: GPT) -> int:
+    """Parameters used in matmuls (excludes embeddings and scalars), for FLOP estimates."""
+    return sum(p.numel() for name, p in model.named_parameters() if name.endswith("_w"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: speedrun shards (256 x int32 header, uint16 tokens), BOS-aligned training sequences
+
+SHARD_MAGIC, SHARD_VERSION, HEADER_INTS = 20240520, 1, 256
+HEADER_BYTES = 4 * HEADER_INTS
+
+
+def read_shard_header(path: str) -> int:
+    """Validate a shard's header against its size; returns its token count."""
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise DataError(f"{path}: truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header; "
+                        "re-download or re-tokenize it")
+    header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
+    if header[0] != SHARD_MAGIC:
+        raise DataError(f"{path}: not a speedrun shard (magic {header[0]}, expected {SHARD_MAGIC}); "
+                        "re-download or re-tokenize it")
+    if header[1] != SHARD_VERSION:
+        raise DataError(f"{path}: unsupported shard version {header[1]} (expected {SHARD_VERSION}); "
+                        "re-download or re-tokenize it")
+    num_tokens = int(header[2])
+    expected = HEADER_BYTES + 2 * num_tokens
+    if size != expected:
+        problem = "truncated" if size < expected else "corrupt"
+        raise DataError(f"{path}: {problem}: header promises {num_tokens} tokens ({expected} bytes) but the "
+                        f"file has {size} bytes; re-download or re-tokenize it")
+    return num_tokens
+
+
+def read_shard(path: str) -> Tensor:
+    num_tokens = read_shard_header(path)
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16, count=num_tokens, offset=HEADER_BYTES))
+
+
+def find_shards(pattern: str) -> list[str]:
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise DataError(f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py")
+    return files
+
+
+def sequence_windows(files: list[str], seq_len: int):
+    """Consecutive windows of seq_len + 1 tokens, each starting at a document start, shard by shard."""
+    for path in files:
+        tokens = read_shard(path)
+        starts = np.flatnonzero(tokens.numpy() == EOT_TOKEN)
+        position = 0
+        while True:
+            i = np.searchsorted(starts, position)
+            if i == len(starts) or starts[i] + seq_len + 1 > len(tokens):
+                break
+            yield tokens, int(starts[i])
+            position = int(starts[i]) + seq_len
+
+
+def count_windows(files: list[str], seq_len: int, limit: int) -> int:
+    return sum(1 for _ in zip(range(limit), sequence_windows(files, seq_len)))
+
+
+def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, device: torch.device):
+    """(inputs, targets) of this rank for each micro-step: the global stream of sequences is dealt
+    to ranks in turn, so N ranks see what one rank sees in N consecutive micro-steps."""
+    shard, staged = None, None
+    windows = sequence_windows(files, seq_len)
+    while True:
+        for owner in range(world_size):
+            tokens, start = next(windows)
+            if owner != rank:
+                continue
+            if tokens is not shard:  # page-locked, so that the copies below are asynchronous
+                shard, staged = tokens, tokens.pin_memory() if device.type == "cuda" else tokens
+            window = staged[start:start + seq_len + 1].to(device=device, dtype=torch.int32, non_blocking=True)
+            yield window[:-1], window[1:]
+
+
+def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tensor:
+    tokens = torch.cat([read_shard(path) for path in files])[:count + 1]
+    return tokens.to(device).to(torch.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup: checks before the slow compile, distributed init, logging
+
+
+def check_settings(args: Hyperparameters, world_size: int):
+    if 8 % world_size != 0:
+        raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
+                         "(./run.sh picks the GPU count)")
+    positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
+                "num_heads", "head_dim", "mlp_ratio", "window_start", "window_end"]
+    for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
+                            "muon_momentum_warmup_steps"]:
+        if getattr(args, name) < (1 if name in positive else 0):
+            raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
+    for name in ["train_seq_len", "val_seq_len"]:
+        if getattr(args, name) % BLOCK_SIZE != 0:
+            raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
+                             "(the attention block size); round it to one")
+    if args.head_dim % 4 != 0:
+        raise SetupError(f"--head_dim={args.head_dim} must be a multiple of 4 (half-truncated rotary)")
+    if args.num_heads * args.head_dim != args.model_dim:
+        raise SetupError(f"--num_heads={args.num_heads} x --head_dim={args.head_dim} must equal "
+                         f"--model_dim={args.model_dim} (value embeddings are added to the values)")
+    if args.num_layers < 6:
+        raise SetupError(f"--num_layers={args.num_layers}: at least 6 blocks (value embeddings on the first "
+                         "and last three)")
+    if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
+        raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
+                         f"({args.num_layers} letters)")
+    skip_pairs(args)
+    if args.profile_steps and args.profile_steps >= args.warmup_steps:
+        raise SetupError(f"--profile_steps={args.profile_steps} must be below --warmup_steps={args.warmup_steps} "
+                         "(the first warmup step compiles)")
+    if args.val_tokens % (world_size * args.val_seq_len) != 0:
+        raise SetupError(f"--val_tokens={args.val_tokens} is not a multiple of world_size x val_seq_len = "
+                         f"{world_size * args.val_seq_len}; change --val_tokens or --val_seq_len")
+    if args.device not in ("cuda", "cpu"):
+        raise SetupError(f"--device={args.device}: use cuda or cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SetupError("CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
+    if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+        raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
+                         f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
+
+
+def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
+    """Every shard's header, and enough tokens for the whole run, before anything is compiled."""
+    train_files, val_files = find_shards(args.train_files), find_shards(args.val_files)
+    for path in train_files + val_files:
+        read_shard_header(path)
+    val_available = sum(read_shard_header(path) for path in val_files)
+    if val_available < args.val_tokens + 1:
+        raise DataError(f"val files {args.val_files} hold {val_available} tokens but --val_tokens={args.val_tokens} "
+                        f"needs {args.val_tokens + 1}; lower --val_tokens or add validation data")
+    needed = args.num_iterations * world_size * grad_accum_steps
+    available = count_windows(train_files, args.train_seq_len, needed)
+    if available < needed:
+        raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
+                        f"tokens starting at a document start, the run needs {needed}; download more shards "
+                        "(python data/cached_fineweb10B.py N) or lower --num_iterations")
+    return train_files, val_files
+
+
+def environment() -> dict:
+    has_cuda = torch.cuda.is_available()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
+    return dict(python=platform.python_version(), torch=torch.__version__,
+                cuda=torch.version.cuda or "none", triton=triton.__version__,
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none")
+
+
+def launch_command(world_size: int) -> str:
+    argv = shlex.join(sys.argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
+    return f"python {argv}"
+
+
+class RunLog:
+    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
+
+    def __init__(self, path: str, source: bytes, script_name: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
+        with open(path, "wb") as f:
+            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
+
+    def write(self, text: str, console: bool = True):
+        if console:
+            print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+    def header(self, args: Hyperparameters, run_id: str, world_size: int):
+        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
+                 f"world_size: {world_size}"]
+        lines += [f"{key}: {value}" for key, value in environment().items()]
+        lines.append("hyperparameters:")
+        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
+        self.write("\n".join(lines), console=False)
+
+
+class NullLog:
+    """What ranks other than 0 log: nothing."""
+
+    def write(self, text: str, console: bool = True):
+        pass
+
+
+def profile_table(run, device: torch.device) -> str:
+    """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        run()
+        sync(device)
+    sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training step, schedules and validation
+
+
+def lr_multiplier(step: int, args: Hyperparameters) -> float:
+    progress = step / args.num_iterations
+    if progress < 1 - args.cooldown_frac:
+        return 1.0
+    w = (1 - progress) / args.cooldown_frac
+    return w + (1 - w) * args.final_lr_frac
+
+
+def muon_momentum(step: int, args: Hyperparameters) -> float:
+    frac = min(step / args.muon_momentum_warmup_steps, 1.0) if args.muon_momentum_warmup_steps else 1.0
+    return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
+
+
+def window_blocks(step: int, args: Hyperparameters) -> int:
+    """Attention window in blocks: linear from window_start to window_end tokens, rounded up."""
+    progress = min(step / args.num_iterations, 1.0)
+    return math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE)
+
+
+def flops_per_step(model: GPT, args: Hyperparameters, tokens_per_step: int) -> float:
+    """6 x matmul params x tokens, plus attention's two matmuls (12 x width x keys per query, forward and
+    backward) with the run's mean window as keys (half of it in S layers)."""
+    mean_window = BLOCK_SIZE * sum(window_blocks(s, args) for s in range(args.num_iterations)) / args.num_iterations
+    keys = sum(min(mean_window / (1 if kind == "L" else 2), args.train_seq_len)
+               for kind, block in zip(args.window_pattern, model.blocks) if block.attn is not None)
+    width = args.num_heads * args.head_dim
+    return 6 * matmul_params(model) * tokens_per_step + 12 * width * keys * tokens_per_step
+
+
+def set_schedules(optimizers, step: int, args: Hyperparameters):
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = group["initial_lr"] * lr_multiplier(step, args)
+            if "momentum" in group:
+                group["momentum"] = muon_momentum(step, args)
+
+
+def train_step(model, optimizers, batches, step: int, args, grad_accum_steps: int, windows: dict) -> Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
+    window = windows[window_blocks(step, args)]
+    total = torch.zeros((), device=window.device)
+    for _ in range(grad_accum_steps):
+        inputs, targets = next(batches)
+        loss = model(inputs, targets, window)
+        (loss / grad_accum_steps).backward()
+        total += loss.detach()
+    set_schedules(optimizers, step, args)
+    for opt in optimizers:
+        opt.step()
+    model.zero_grad(set_to_none=True)
+    return total / (grad_accum_steps * args.train_seq_len)
+
+
+@torch.no_grad()
+def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
+    model.eval()
+    steps = args.val_tokens // (world_size * args.val_seq_len)
+    total = torch.zeros((), device=val_tokens.device)
+    for s in range(min(steps, max_steps or steps)):
+        start = (s * world_size + rank) * args.val_seq_len
+        chunk = val_tokens[start:start + args.val_seq_len + 1]
+        total += model(chunk[:-1], chunk[1:], window)
+    model.train()
+    loss = total / min(steps, max_steps or steps)
+    if world_size > 1:
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.item()
+
+
+def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
+    blocks = list(model.blocks)
+    mlp_decay = args.muon_weight_decay * args.mlp_weight_decay_mult
+    muon_groups = [dict(params=[b.attn.qkvo_w for b in blocks if b.attn is not None],
+                        weight_decay=args.muon_weight_decay),
+                   dict(params=[b.mlp.fc_w for b in blocks], weight_decay=mlp_decay),
+                   dict(params=[b.mlp.proj_w for b in blocks], weight_decay=mlp_decay)]
+    adam_groups = [dict(params=[model.embed.weight] + [e.weight for e in model.value_embeds], lr=args.embed_lr),
+                   dict(params=[model.scalars], lr=args.scalar_lr),
+                   dict(params=[model.lm_head_w], lr=args.head_lr)]
+    update = torch.compile(muon_update, dynamic=False) if args.compile else muon_update
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
+                  Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, update)]
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+    return optimizers
+
+
+def sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ----------------------------------------------------------------------------------------------
+# Main: checks, setup, warmup (undone), then the timed training loop with validation
+
+
+def main():
+    args = parse_args(sys.argv[1:])
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    check_settings(args, world_size)
+    args.grad_accum_steps = grad_accum_steps = args.grad_accum_steps or 8 // world_size
+    train_files, val_files = check_data(args, world_size, grad_accum_steps)
+    if args.check_only:
+        if rank == 0:
+            print(f"ok: settings, data and device checked for world size {world_size}")
+        return
+
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    comm = Comm(rank, world_size)
+
+    run_id = args.run_id or str(uuid.uuid4())
+    log = NullLog()
+    if rank == 0:
+        with open(__file__, "rb") as f:
+            log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+        print(f"log: {log.path}", flush=True)
+        log.header(args, run_id, world_size)
+    log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
+
+    torch.manual_seed(args.seed)
+    raw_model = GPT(args).to(device)
+    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+    optimizers = build_optimizers(raw_model, args, comm)
+    val_tokens = load_val_tokens(val_files, args.val_tokens, device)
+    windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
+               for w in range(1, window_blocks(args.num_iterations, args) + 1)}
+    tokens_per_step = world_size * grad_accum_steps * args.train_seq_len
+    flops = flops_per_step(raw_model, args, tokens_per_step)
+    log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s; "
+              f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
+
+    # Warmup: compile and run the training and validation paths, then restore the initial state.
+    start_time = time.perf_counter()
+    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
+    warmup_batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+
+    def warmup(steps):
+        for step in steps:
+            train_step(model, optimizers, warmup_batches, step, args, grad_accum_steps, windows)
+
+    unprofiled = args.warmup_steps - args.profile_steps
+    warmup(range(unprofiled))
+    if args.profile_steps:
+        table = profile_table(lambda: warmup(range(unprofiled, args.warmup_steps)), device)
+        log.write(f"profile of warmup steps {unprofiled}-{args.warmup_steps - 1}:\n{table}", console=False)
+    if args.warmup_steps:
+        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+    raw_model.load_state_dict(initial_state["model"])
+    for opt, state in zip(optimizers, initial_state["opts"]):
+        opt.load_state_dict(state)
+    del initial_state, warmup_batches
+    sync(device)
+    startup_s = time.perf_counter() - PROCESS_START
+    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - start_time:.1f}s "
+              f"(compile included, state restored); training starts at {startup_s:.1f}s")
+
+    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+    training_ms, validation_s, unreported, failed_step = 0.0, 0.0, None, None
+    sync(device)
+    t0 = time.perf_counter()
+
+    def report_train() -> bool:
+        """Log the last step's loss, which waits for it; False (and stop) when it is not finite.
+        Reading it one step late lets the host queue the next step while this one runs."""
+        nonlocal unreported, failed_step
+        if unreported is None:
+            return True
+        step, loss = unreported
+        value, unreported = loss.item(), None
+        elapsed = training_ms + 1000 * (time.perf_counter() - t0)
+        log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
+                  f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
+        if not math.isfinite(value):
+            failed_step = step
+        return failed_step is None
+
+    for step in range(args.num_iterations + 1):
+        last_step = step == args.num_iterations
+        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
+            if not report_train():
+                break
+            sync(device)
+            stopped = time.perf_counter()
+            training_ms += 1000 * (stopped - t0)
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
+            if step:
+                step_avg = training_ms / step
+                mfu = flops / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+                line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
+                         f" mfu:{100 * mfu:.1f}%")
+            log.write(line)
+            sync(device)
+            t0 = time.perf_counter()
+            validation_s += t0 - stopped
+        if last_step:
+            break
+        loss = train_step(model, optimizers, batches, step, args, grad_accum_steps, windows)
+        if world_size > 1:
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+        if not report_train():
+            break
+        unreported = (step + 1, loss)
+    if failed_step is not None:
+        log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
+                  "the data")
+
+    log.write(f"time: startup {startup_s:.1f}s, training {training_ms / 1000:.1f}s, "
+              f"validation {validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
+    if device.type == "cuda":
+        log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
+                  f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
+    if world_size > 1:
+        dist.destroy_process_group()
+    if failed_step is not None:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SetupError as error:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
