@@ -346,7 +346,8 @@ class Muon(torch.optim.Optimizer):
         values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
         values.mul_(1 - group["lr"] * group["weight_decay"])
         values.add_(update.to(values.dtype), alpha=-group["lr"] * max(1.0, rows / cols) ** 0.5)
-        torch._foreach_copy_(owned, list(values[:len(owned)]))
+        if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
+            torch._foreach_copy_(owned, list(values[:len(owned)]))
         return values
 
 

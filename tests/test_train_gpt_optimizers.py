@@ -1,0 +1,244 @@
+"""train_gpt.py, section "Optimizers" (Muon, ShardedAdam, Comm) and the lr / momentum schedules they follow:
+world size 1 against hand-written updates, and 2 gloo processes against world size 1."""
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt  # noqa: E402
+from train_gpt import Comm, Hyperparameters, Muon, ShardedAdam  # noqa: E402
+
+# Same-shape matrices form one Muon group; the 3-D one is stacked like the merged QKVO weight.
+MUON_SHAPES = [(16, 8), (16, 8), (8, 24), (24, 8), (3, 8, 12)]
+ADAM_SHAPES = [(10, 6), (8,), (4, 5)]
+
+
+def make_params(shapes, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(*shape, generator=gen) * 0.1) for shape in shapes]
+
+
+def make_grads(shapes, steps, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [[torch.randn(*shape, generator=gen) for shape in shapes] for _ in range(steps)]
+
+
+def reference_muon(params, grads_per_step, lrs, momentums, weight_decay, nesterov=True, shape_scale=True):
+    """Nesterov momentum, orthogonalised update scaled by max(1, rows/cols)^0.5, decoupled weight decay."""
+    params = [p.detach().clone() for p in params]
+    buffers = [torch.zeros_like(p) for p in params]
+    for grads, lr, momentum in zip(grads_per_step, lrs, momentums):
+        for i, (p, g) in enumerate(zip(params, grads)):
+            buffers[i] = momentum * buffers[i] + (1 - momentum) * g
+            direction = momentum * buffers[i] + (1 - momentum) * g if nesterov else buffers[i]
+            matrices = direction.reshape(-1, *direction.shape[-2:])
+            update = train_gpt.orthogonalize(matrices).float().view_as(p)
+            rows, cols = p.shape[-2:]
+            scale = max(1.0, rows / cols) ** 0.5 if shape_scale else 1.0
+            params[i] = p * (1 - lr * weight_decay) - lr * scale * update
+    return params
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_muon_matches_reference_with_momentum_warmup(weight_decay):
+    steps = 3
+    args = Hyperparameters(num_iterations=3, muon_momentum_warmup_steps=2)  # momentum 0.85, 0.90, 0.95
+    params = make_params(MUON_SHAPES, 0)
+    start = [p.detach().clone() for p in params]
+    grads = make_grads(MUON_SHAPES, steps, 1)
+    opt = Muon(params, lr=0.05, momentum=args.muon_momentum, weight_decay=weight_decay, comm=Comm(0, 1))
+    assert [len(g["params"]) for g in opt.param_groups] == [2, 1, 1, 1]  # grouped by shape
+    for group in opt.param_groups:
+        group["initial_lr"] = group["lr"]
+    lrs, momentums = [], []
+    for step in range(steps):
+        for p, g in zip(params, grads[step]):
+            p.grad = g.clone()
+        train_gpt.set_schedules([opt], step, args)
+        lrs.append(opt.param_groups[0]["lr"])
+        momentums.append(opt.param_groups[0]["momentum"])
+        opt.step()
+    assert momentums == pytest.approx([0.85, 0.90, 0.95])
+    assert lrs == pytest.approx([0.05, 0.05, 0.05 * train_gpt.lr_multiplier(2, args)])
+    assert lrs[2] < 0.05  # step 2 of 3 is in the cooldown
+    expected = reference_muon(start, grads, lrs, momentums, weight_decay)
+    for p, e, s in zip(params, expected, start):
+        step_size = (e - s).abs().max()
+        torch.testing.assert_close(p.detach(), e, rtol=0, atol=2e-3 * step_size)
+        assert not torch.equal(p.detach(), s)
+
+
+def test_muon_reference_tolerance_tells_nesterov_and_shape_scale_apart():
+    """Without Nesterov or without the shape scale the reference lands far outside the tolerance used above."""
+    params = make_params([(24, 8)], 2)
+    start = params[0].detach().clone()
+    grads = make_grads([(24, 8)], 2, 3)
+    opt = Muon(params, lr=0.1, momentum=0.9, weight_decay=0.0, comm=Comm(0, 1))
+    for (g,) in grads:
+        params[0].grad = g.clone()
+        opt.step()
+    schedule = (grads, [0.1, 0.1], [0.9, 0.9], 0.0)
+    expected = reference_muon([start], *schedule)[0]
+    tolerance = 2e-3 * (expected - start).abs().max()
+    torch.testing.assert_close(params[0].detach(), expected, rtol=0, atol=tolerance)
+    for variant in [dict(nesterov=False), dict(shape_scale=False)]:
+        other = reference_muon([start], *schedule, **variant)[0]
+        assert (other - params[0].detach()).abs().max() > 10 * tolerance, variant
+
+
+def reference_adam(params, grads_per_step, lrs, betas, eps):
+    beta1, beta2 = betas
+    params = [p.detach().clone() for p in params]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for t, grads in enumerate(grads_per_step, start=1):
+        for i, g in enumerate(grads):
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            m_hat, v_hat = m[i] / (1 - beta1 ** t), v[i] / (1 - beta2 ** t)
+            params[i] = params[i] - lrs[i] * m_hat / (v_hat.sqrt() + eps)
+    return params
+
+
+def test_sharded_adam_matches_reference_and_torch_adam():
+    betas, eps, lrs = (0.8, 0.95), 1e-10, [0.6, 0.04, 0.008]
+    params = make_params(ADAM_SHAPES, 4)
+    start = [p.detach().clone() for p in params]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    grads = make_grads(ADAM_SHAPES, 3, 5)
+    opt = ShardedAdam([dict(params=[p], lr=lr) for p, lr in zip(params, lrs)], betas, eps, Comm(0, 1))
+    torch_opt = torch.optim.Adam([dict(params=[p], lr=lr) for p, lr in zip(twins, lrs)], betas=betas, eps=eps)
+    for step_grads in grads:
+        for p, twin, g in zip(params, twins, step_grads):
+            p.grad, twin.grad = g.clone(), g.clone()
+        opt.step()
+        torch_opt.step()
+    expected = reference_adam(start, grads, lrs, betas, eps)
+    for p, twin, e in zip(params, twins, expected):
+        torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(p.detach(), twin.detach(), rtol=1e-5, atol=1e-6)
+    assert opt.state[params[0]]["step"] == 3
+
+
+def test_comm_with_one_process_is_the_identity():
+    comm = Comm(0, 1)
+    full = torch.arange(12.0).view(4, 3)
+    shard, handle = comm.reduce_scatter_avg(full)
+    assert shard is full and handle is None
+    assert comm.all_gather(full, shard) is None
+    assert comm.own(full).data_ptr() == full.data_ptr() and comm.own(full).shape == full.shape
+
+
+def test_comm_own_slices_the_first_dimension():
+    full = torch.arange(16.0).view(8, 2)
+    assert torch.equal(Comm(1, 4).own(full), full[2:4])
+    assert torch.equal(Comm(3, 4).own(full), full[6:8])
+
+
+def test_lr_multiplier_is_flat_then_decays_linearly_to_final_frac():
+    args = Hyperparameters(num_iterations=200, cooldown_frac=0.45, final_lr_frac=0.1)
+    assert train_gpt.lr_multiplier(0, args) == 1.0
+    assert train_gpt.lr_multiplier(109, args) == 1.0
+    assert train_gpt.lr_multiplier(110, args) == pytest.approx(1.0)  # cooldown starts at 55%
+    assert train_gpt.lr_multiplier(155, args) == pytest.approx(0.55)  # halfway between 1 and 0.1
+    assert train_gpt.lr_multiplier(200, args) == pytest.approx(0.1)
+    values = [train_gpt.lr_multiplier(s, args) for s in range(201)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_muon_momentum_warmup():
+    args = Hyperparameters(muon_momentum_start=0.85, muon_momentum=0.95, muon_momentum_warmup_steps=300)
+    assert train_gpt.muon_momentum(0, args) == pytest.approx(0.85)
+    assert train_gpt.muon_momentum(150, args) == pytest.approx(0.90)
+    assert train_gpt.muon_momentum(300, args) == pytest.approx(0.95)
+    assert train_gpt.muon_momentum(1000, args) == pytest.approx(0.95)
+    no_warmup = Hyperparameters(muon_momentum_warmup_steps=0)
+    assert train_gpt.muon_momentum(0, no_warmup) == pytest.approx(0.95)
+
+
+def test_build_optimizers_groups_and_learning_rates():
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    adam, muon = train_gpt.build_optimizers(model, args, Comm(0, 1))
+    assert [g["lr"] for g in adam.param_groups] == pytest.approx([0.6, 0.6, 0.04, 0.008])
+    assert adam.param_groups[0]["params"] == [model.embed.weight]
+    assert adam.param_groups[3]["params"] == [model.lm_head_w]
+    muon_params = {id(p) for g in muon.param_groups for p in g["params"]}
+    adam_params = {id(p) for g in adam.param_groups for p in g["params"]}
+    assert muon_params | adam_params == {id(p) for p in model.parameters()}
+    assert not muon_params & adam_params
+    assert all(p.ndim >= 2 for g in muon.param_groups for p in g["params"])
+    assert all(g["initial_lr"] == g["lr"] for opt in (adam, muon) for g in opt.param_groups)
+
+
+# ----------------------------------------------------------------------------------------------
+# Two gloo processes: each rank has its own gradients; the sharded step must equal one process stepping
+# on their average. Three Muon groups hold a single matrix, so rank 1 owns only padding there (as ranks 6
+# and 7 do for the 11 attention matrices of the 8-GPU record).
+
+WORLD = 2
+STEPS = 2
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_optimizers(rank, world_size, grads_of_rank):
+    """Both optimizers for STEPS steps; grads_of_rank(step, rank) gives this rank's gradients."""
+    comm = Comm(rank, world_size)
+    muon_params, adam_params = make_params(MUON_SHAPES, 10), make_params([(6, 3), (8,), (2, 4)], 11)
+    muon = Muon(muon_params, lr=0.05, momentum=0.9, weight_decay=0.0, comm=comm)
+    adam = ShardedAdam([dict(params=adam_params[:2], lr=0.02), dict(params=adam_params[2:], lr=0.1)],
+                       (0.8, 0.95), 1e-10, comm)
+    for step in range(STEPS):
+        muon_grads, adam_grads = grads_of_rank(step, rank)
+        for p, g in zip(muon_params + adam_params, muon_grads + adam_grads):
+            p.grad = g.clone()
+        muon.step()
+        adam.step()
+    return [p.detach().clone() for p in muon_params + adam_params]
+
+
+def rank_grads(step, rank):
+    gen = torch.Generator().manual_seed(100 * step + rank)
+    return ([torch.randn(*s, generator=gen) for s in MUON_SHAPES],
+            [torch.randn(*s, generator=gen) for s in [(6, 3), (8,), (2, 4)]])
+
+
+def mean_grads(step, rank):
+    per_rank = [rank_grads(step, r) for r in range(WORLD)]
+    return tuple([sum(gs) / WORLD for gs in zip(*(grads[k] for grads in per_rank))] for k in range(2))
+
+
+def gloo_worker(rank, port, out_path):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    try:
+        result = run_optimizers(rank, WORLD, rank_grads)
+        if rank == 0:
+            torch.save(result, out_path)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_processes_match_one_process(tmp_path):
+    out_path = tmp_path / "params.pt"
+    mp.spawn(gloo_worker, args=(free_port(), str(out_path)), nprocs=WORLD, join=True)
+    sharded = torch.load(out_path)
+    single = run_optimizers(0, 1, mean_grads)
+    start = make_params(MUON_SHAPES, 10) + make_params([(6, 3), (8,), (2, 4)], 11)
+    assert len(sharded) == len(single) == len(start)
+    for got, expected, first in zip(sharded, single, start):
+        scale = (expected - first.detach()).abs().max()
+        assert scale > 0
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-3 * scale)
