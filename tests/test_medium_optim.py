@@ -1,0 +1,130 @@
+"""train_gpt_medium.py optimizers: exact fp32 master weights as bf16 + uint16, the Muon update, sharded Adam."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt_medium as medium  # noqa: E402
+
+
+def scalars(momentum, lr, keep):
+    return [torch.tensor(v, dtype=torch.float32) for v in (momentum, lr, keep)]
+
+
+def test_split_then_join_is_exact_for_every_bit_pattern():
+    bits = torch.randint(-2**31, 2**31, (200_000,), dtype=torch.int64).to(torch.int32)
+    bits[:4] = torch.tensor([0, -2**31, 0x7F800000, 1])  # +0, -0, +inf, smallest subnormal
+    high, low = medium.split_fp32(bits.view(torch.float32))
+    assert high.dtype == low.dtype == torch.uint16
+    assert torch.equal(medium.join_fp32(high, low).view(torch.int32), bits)
+    # the bf16 half is the fp32 number with its low 16 bits cleared, i.e. truncated toward zero
+    assert torch.equal(high.view(torch.bfloat16).float().view(torch.int32), bits & -65536)
+
+
+def test_split_of_random_weights_keeps_the_bf16_parameter_close():
+    x = torch.randn(10_000) * torch.logspace(-20, 20, 10_000)
+    high, low = medium.split_fp32(x)
+    as_bf16 = high.view(torch.bfloat16).float()
+    assert (as_bf16.abs() <= x.abs()).all()
+    assert ((x - as_bf16).abs() <= x.abs() * 2**-7).all()  # within one bf16 ulp
+    assert torch.equal(medium.join_fp32(high, low), x)
+
+
+def test_many_tiny_updates_match_fp32_where_plain_bf16_drifts():
+    torch.manual_seed(0)
+    rows, cols, steps = 32, 16, 120
+    start = (torch.rand(rows, cols) * 0.5 + 0.5).bfloat16()  # magnitudes in [0.5, 1): bf16 ulp 2^-8
+    direction = torch.randn(rows, cols)
+    grads = [(direction + 0.3 * torch.randn(rows, cols)).bfloat16() for _ in range(steps)]
+    momentum, lr, keep = scalars(0.95, 3e-4, 1 - 3e-4 * 0.02)
+
+    param, low_bits, buffer = start.clone(), torch.zeros(rows, cols, dtype=torch.uint16), torch.zeros(rows, cols)
+    reference, ref_buffer, plain = start.float(), torch.zeros(rows, cols), start.clone()
+    for grad in grads:
+        medium.muon_update(param.view(torch.uint16), low_bits, buffer, grad, momentum, lr, keep)
+        ref_buffer = momentum * ref_buffer + (1 - momentum) * grad.float()
+        update = medium.orthogonalize(momentum * ref_buffer + (1 - momentum) * grad.float()).float()
+        reference = reference * keep - update * lr
+        plain = (plain.float() * keep - update * lr).bfloat16()
+
+    master = medium.join_fp32(param.view(torch.uint16), low_bits)
+    assert torch.equal(buffer, ref_buffer)
+    assert torch.equal(master, reference)  # exact: the split/join loses nothing
+    assert torch.equal(param, medium.split_fp32(reference)[0].view(torch.bfloat16))
+    moved = (reference - start.float()).abs().max().item()
+    assert moved > 0.015  # the updates add up to several bf16 ulps...
+    assert (plain.float() - reference).abs().max().item() > 0.5 * moved  # ...which plain bf16 rounds away
+
+
+@pytest.mark.parametrize("shape", [(32, 128), (128, 32), (3, 48, 96)])
+def test_orthogonalize_gives_near_unit_singular_values(shape):
+    torch.manual_seed(1)
+    g = torch.randn(shape)
+    out = medium.orthogonalize(g)
+    assert out.shape == g.shape and out.dtype == torch.bfloat16
+    singular = torch.linalg.svdvals(out.float())
+    assert singular.min() > 0.8 and singular.max() < 1.2
+    assert torch.equal(medium.orthogonalize(g.mT), out.mT)  # tall matrices are done transposed
+
+
+def test_orthogonalize_of_zero_is_zero():
+    assert torch.equal(medium.orthogonalize(torch.zeros(8, 16)).float(), torch.zeros(8, 16))
+
+
+def muon(params_by_group, lr=0.05, momentum=0.9):
+    groups = [dict(params=params, weight_decay=wd) for params, wd in params_by_group]
+    return medium.Muon(groups, lr, momentum, medium.Comm(0, 1), medium.muon_update)
+
+
+def test_muon_step_scales_lr_for_tall_matrices_and_decays_per_group():
+    torch.manual_seed(2)
+    tall = [torch.nn.Parameter(torch.randn(16, 8).bfloat16()) for _ in range(2)]
+    wide = torch.nn.Parameter(torch.randn(8, 16).bfloat16())
+    before = [p.detach().clone() for p in tall + [wide]]
+    for p in tall:
+        p.grad = torch.randn(16, 8).bfloat16()
+    wide.grad = torch.zeros(8, 16, dtype=torch.bfloat16)
+    opt = muon([(tall, 0.1), ([wide], 0.5)])
+    opt.step()
+
+    for p, old in zip(tall, before):  # reference: one update with lr x sqrt(rows / cols)
+        expected, low = old.clone(), torch.zeros(16, 8, dtype=torch.uint16)
+        medium.muon_update(expected.view(torch.uint16), low, torch.zeros(16, 8), p.grad,
+                           *scalars(0.9, 0.05 * 2 ** 0.5, 1 - 0.05 * 0.1))
+        assert torch.equal(p.detach(), expected)
+        assert torch.equal(opt.state[p]["low_bits"], low)
+    # a zero gradient leaves only the decay p *= 1 - lr * weight_decay, applied in fp32
+    master = medium.join_fp32(wide.detach().view(torch.uint16), opt.state[wide]["low_bits"])
+    assert torch.equal(master, before[2].float() * torch.tensor(1 - 0.05 * 0.5, dtype=torch.float32))
+
+
+def test_restoring_the_initial_muon_state_drops_the_low_bits():
+    param = torch.nn.Parameter(torch.randn(8, 16).bfloat16())
+    opt = muon([([param], 0.0)])
+    initial = opt.state_dict()
+    param.grad = torch.randn(8, 16).bfloat16()
+    opt.step()
+    assert opt.state[param]["low_bits"].any()
+    opt.load_state_dict(initial)  # what the warmup does: the restored bf16 weights have zero low bits
+    assert len(opt.state) == 0
+
+
+def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
+    torch.manual_seed(3)
+    weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
+    reference = torch.nn.Parameter(weight.detach().float().clone())
+    opt = medium.ShardedAdam([dict(params=[weight], lr=0.01)], (0.8, 0.95), 1e-10, medium.Comm(0, 1))
+    ref_opt = torch.optim.Adam([reference], lr=0.01, betas=(0.8, 0.95), eps=1e-10)
+    for _ in range(3):
+        grad = torch.randn(16, 8)
+        weight.grad, reference.grad = grad.bfloat16(), grad.bfloat16().float()
+        opt.step()
+        ref_opt.step()
+        reference.data.copy_(reference.detach().bfloat16().float())  # as if stored in bf16
+    assert opt.state[weight]["exp_avg"].dtype == torch.float32
+    assert weight.dtype == torch.bfloat16
+    torch.testing.assert_close(weight.detach().float(), reference.detach(), rtol=2**-7, atol=1e-6)
