@@ -497,11 +497,12 @@ class MLP(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         bound = uniform_init_bound(dim)
-        self.fc_w = nn.Parameter(torch.empty(hidden, dim).uniform_(-bound, bound))
+        # Both stored (dim, hidden) as in the record, so Muon's shape scale max(1, rows/cols)^0.5 is 1 for both.
+        self.fc_w = nn.Parameter(torch.empty(dim, hidden).uniform_(-bound, bound))
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(F.relu(F.linear(x, self.fc_w.type_as(x))).square(), self.proj_w.type_as(x))
+        return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
 
 
 class Block(nn.Module):
