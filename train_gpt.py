@@ -406,12 +406,14 @@ def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor
 
 
 def block_mask(docs: Tensor, window_blocks: Tensor) -> BlockMask:
-    """FlexAttention mask from block-level matrices; only partial blocks evaluate mask_mod."""
+    """FlexAttention mask from block-level matrices; compiled kernels evaluate mask_mod on partial blocks only.
+    mask_mod still states the whole rule (window included): uncompiled flex_attention ignores the blocks."""
     any_pair, full = block_relations(docs, window_blocks)
     partial = any_pair & ~full
 
     def document_causal(b, h, q_idx, kv_idx):
-        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+        in_window = q_idx // BLOCK_SIZE - kv_idx // BLOCK_SIZE < window_blocks
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx) & in_window
 
     def counts_and_indices(blocks: Tensor):
         indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)

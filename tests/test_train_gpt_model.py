@@ -1,0 +1,258 @@
+"""train_gpt.py, section "Model": attention masks, FlexAttention vs the dense CPU path, a tiny forward pass,
+parameter layout and initialisation."""
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt  # noqa: E402
+from train_gpt import BLOCK_SIZE, EOT_TOKEN, GPT, Hyperparameters  # noqa: E402
+
+TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256, device="cpu")
+
+
+def random_tokens(seed, length, doc_lengths, start_with_eot=True):
+    """Tokens whose documents (each opened by EOT) have lengths drawn from doc_lengths."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 1000, (length,), generator=gen)
+    position = 0 if start_with_eot else int(torch.randint(1, 300, (), generator=gen))
+    while position < length:
+        tokens[position] = EOT_TOKEN
+        position += doc_lengths[int(torch.randint(len(doc_lengths), (), generator=gen))]
+    return tokens
+
+
+def brute_force_mask(tokens, window_blocks):
+    """(q, k) allowed: same document, k <= q, and k's 128-block within the last window_blocks blocks of q's;
+    every pair judged on its own."""
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    q = torch.arange(tokens.numel())[:, None]
+    k = torch.arange(tokens.numel())[None, :]
+    return (docs[q] == docs[k]) & (k <= q) & (q // BLOCK_SIZE - k // BLOCK_SIZE < window_blocks)
+
+
+def per_block(allowed, reduce):
+    """Reduce each 128x128 block of a token-level mask to one value."""
+    blocks = allowed.size(0) // BLOCK_SIZE
+    return reduce(allowed.view(blocks, BLOCK_SIZE, blocks, BLOCK_SIZE).transpose(1, 2).flatten(2), -1)
+
+
+def expand_block_mask(mask, n):
+    """What a FlexAttention kernel computes with a BlockMask -- full blocks all allowed, partial blocks by
+    mask_mod, every other block skipped -- and the block-level partial and full matrices."""
+    positions = torch.arange(n)
+    by_mask_mod = mask.mask_mod(0, 0, positions[:, None], positions[None, :])
+    blocks = n // BLOCK_SIZE
+    partial = torch.zeros(blocks, blocks, dtype=torch.bool)
+    full = torch.zeros(blocks, blocks, dtype=torch.bool)
+    for q_block in range(blocks):
+        partial[q_block, mask.kv_indices[0, 0, q_block, :mask.kv_num_blocks[0, 0, q_block]].long()] = True
+        full[q_block, mask.full_kv_indices[0, 0, q_block, :mask.full_kv_num_blocks[0, 0, q_block]].long()] = True
+    assert not (partial & full).any(), "a block is both partial and full"
+    as_tokens = lambda b: b.repeat_interleave(BLOCK_SIZE, 0).repeat_interleave(BLOCK_SIZE, 1)  # noqa: E731
+    return (as_tokens(partial) & by_mask_mod) | as_tokens(full), partial, full
+
+
+CASES = [  # (seed, blocks, document lengths, windows in blocks)
+    (0, 8, [5, 40, 127, 128, 129], [1, 2, 3, 8]),  # short documents, some exactly one block
+    (1, 8, [300, 700, 1500], [1, 2, 4, 5, 20]),  # long documents spanning several blocks
+    (2, 12, [1, 2, 130, 1000], [1, 3, 6, 12]),  # mixed, with one-token documents
+]
+
+
+@pytest.mark.parametrize("seed, blocks, doc_lengths, windows", CASES)
+@pytest.mark.parametrize("start_with_eot", [True, False])
+def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, windows, start_with_eot):
+    tokens = random_tokens(seed, blocks * BLOCK_SIZE, doc_lengths, start_with_eot)
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    for window in windows:
+        expected = brute_force_mask(tokens, window)
+        window_blocks = torch.tensor(window, dtype=torch.int32)
+        assert torch.equal(train_gpt.dense_mask(docs, window_blocks), expected), window
+        allowed, partial, full = expand_block_mask(train_gpt.block_mask(docs, window_blocks), tokens.numel())
+        assert torch.equal(allowed, expected), window
+        # exactly the blocks with some allowed pair are visited, and mask_mod is skipped exactly where all are
+        all_allowed, any_allowed = per_block(expected, torch.all), per_block(expected, torch.any)
+        assert torch.equal(full, all_allowed), window
+        assert torch.equal(partial, any_allowed & ~all_allowed), window
+
+
+def test_block_relations_any_and_all():
+    # 5 blocks; documents start at tokens 0, 200 and 600: doc 2 covers all of blocks 2 and 3
+    tokens = torch.zeros(5 * BLOCK_SIZE, dtype=torch.long)
+    tokens[[0, 200, 600]] = EOT_TOKEN
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    any_pair, all_pairs = train_gpt.block_relations(docs, torch.tensor(3))
+    T, F_ = True, False
+    assert any_pair.tolist() == [[T, F_, F_, F_, F_],
+                                 [T, T, F_, F_, F_],
+                                 [F_, T, T, F_, F_],  # block 0 holds only doc 1, block 2 only doc 2
+                                 [F_, T, T, T, F_],  # a window of 3 blocks leaves block 0 out
+                                 [F_, F_, T, T, T]]
+    expected_all = torch.zeros(5, 5, dtype=torch.bool)
+    expected_all[3, 2] = True  # the only earlier block wholly in the one document of the query block
+    assert torch.equal(all_pairs, expected_all)
+
+
+def test_attention_masks_short_window_is_half_the_long_one():
+    tokens = random_tokens(3, 6 * BLOCK_SIZE, [2000])
+    masks = train_gpt.attention_masks(tokens, torch.tensor(4))
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    assert torch.equal(masks["L"], train_gpt.dense_mask(docs, torch.tensor(4)))
+    assert torch.equal(masks["S"], train_gpt.dense_mask(docs, torch.tensor(2)))
+    one = train_gpt.attention_masks(tokens, torch.tensor(1))
+    assert torch.equal(one["S"], one["L"])  # half of one block is still one block
+
+
+@pytest.mark.parametrize("seed, doc_lengths, window", [(4, [2000], 1), (5, [2000], 2), (6, [90, 300, 600], 3),
+                                                        (7, [90, 300, 600], 8)])
+def test_flex_attention_with_block_mask_equals_dense_path(seed, doc_lengths, window):
+    """Forward only: FlexAttention has no CPU backward (the CPU training path uses the dense mask)."""
+    n = 8 * BLOCK_SIZE
+    tokens = random_tokens(seed, n, doc_lengths)
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, n, 2, 32, generator=gen) for _ in range(3))
+    window_blocks = torch.tensor(window, dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
+        flex = train_gpt.attend(q, k, v, train_gpt.block_mask(docs, window_blocks), 0.12)
+    dense = train_gpt.attend(q, k, v, train_gpt.dense_mask(docs, window_blocks), 0.12)
+    assert flex.shape == dense.shape == (1, n, 2, 32)
+    torch.testing.assert_close(flex, dense, rtol=1e-5, atol=1e-5)
+    full_document = train_gpt.attend(q, k, v, train_gpt.dense_mask(docs, torch.tensor(8)), 0.12)
+    if window < 8 and doc_lengths == [2000]:
+        assert (full_document - dense).abs().max() > 1e-2  # the window did cut something
+
+
+def tiny_model(**overrides):
+    torch.manual_seed(0)
+    return GPT(Hyperparameters(**{**TINY, **overrides}))
+
+
+def test_tiny_forward_at_init_is_uniform_over_the_vocabulary():
+    model = tiny_model()
+    tokens = random_tokens(8, 257, [50, 120])
+    window = torch.tensor(2, dtype=torch.int32)
+    loss = model(tokens[:-1].int(), tokens[1:].int(), window)
+    # lm_head is zero, so every logit is the softcap's 15: the loss is log(padded vocab) per token
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(256 * math.log(50304), rel=1e-5)  # training sums over tokens
+    model.eval()
+    with torch.no_grad():
+        assert model(tokens[:-1].int(), tokens[1:].int(), window).item() == pytest.approx(math.log(50304), rel=1e-5)
+
+
+def test_tiny_forward_and_backward_are_finite_and_reach_every_parameter():
+    model = tiny_model()
+    with torch.no_grad():
+        model.lm_head_w.normal_(0, 0.02)
+        for block in model.blocks:
+            block.mlp.proj_w.normal_(0, 0.02)
+            if block.attn is not None:
+                block.attn.qkvo_w[3].normal_(0, 0.02)
+    tokens = random_tokens(9, 257, [50, 120])
+    loss = model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
+    assert torch.isfinite(loss) and loss.item() != pytest.approx(256 * math.log(50304), rel=1e-4)
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_output_projections_and_head_start_at_zero():
+    model = tiny_model()
+    assert torch.equal(model.lm_head_w, torch.zeros_like(model.lm_head_w))
+    bound = train_gpt.uniform_init_bound(64)
+    for i, block in enumerate(model.blocks):
+        assert torch.equal(block.mlp.proj_w, torch.zeros_like(block.mlp.proj_w))
+        assert block.mlp.fc_w.abs().max() <= bound and block.mlp.fc_w.std() > bound / 3
+        if i == 7:
+            assert block.attn is None
+            continue
+        qkvo = block.attn.qkvo_w
+        assert qkvo.shape == (4, 64, 64)
+        assert torch.equal(qkvo[3], torch.zeros_like(qkvo[3]))
+        assert qkvo[:3].abs().max() <= bound and qkvo[:3].std() > bound / 3
+        assert torch.equal(block.attn.gate_w, torch.zeros(2, 1))  # gate on the first model_dim // 64 dims
+
+
+def expected_parameter_count(vocab, dim, heads, head_dim, layers, attention_layers):
+    embeddings = 4 * vocab * dim  # token embedding + 3 value embeddings
+    attention = attention_layers * (4 * heads * head_dim * dim + heads * (dim // 64))
+    mlp = layers * 2 * dim * 4 * dim
+    scalars = -(-(layers // 2 + 4 * layers) // 8) * 8
+    return embeddings + attention + mlp + vocab * dim + scalars
+
+
+def test_parameter_count_of_the_record_model():
+    with torch.device("meta"):
+        model = GPT(Hyperparameters())
+    total = sum(p.numel() for p in model.parameters())
+    assert total == expected_parameter_count(50304, 768, 6, 128, 12, 11)
+    assert train_gpt.matmul_params(model) == total - 4 * 50304 * 768 - model.scalars.numel()
+    assert model.lm_head_w.shape == model.embed.weight.shape == (50304, 768)
+    assert len(model.blocks) == 12 and [b.attn is None for b in model.blocks].index(True) == 7
+    assert model.value_embed_layout == [0, 1, 2, None, None, None, None, None, None, 0, 1, 2]
+
+
+def test_padded_vocab():
+    assert train_gpt.padded_vocab(50257) == 50304
+    assert train_gpt.padded_vocab(50304) == 50304
+    assert train_gpt.padded_vocab(1) == 128
+
+
+@pytest.mark.parametrize("layers", range(6, 15))
+def test_scalars_are_padded_to_a_multiple_of_8(layers):
+    with torch.device("meta"):
+        model = GPT(Hyperparameters(**{**TINY, "num_layers": layers, "window_pattern": "L" * layers}))
+    assert model.scalars.numel() % 8 == 0
+    assert model.scalars.numel() - (layers // 2 + 4 * layers) < 8
+
+
+def test_scalar_views_and_their_initial_values():
+    model = tiny_model()
+    skip, block, attn = model.scalar_views()
+    assert torch.equal(skip, torch.ones(6))
+    assert torch.equal(block, torch.tensor([[1.0, 0.0]] * 12))
+    assert torch.equal(attn, torch.tensor([[0.5, 0.5]] * 12))
+    assert model.scalars.numel() == 56  # 6 + 24 + 24, padded with 2 zeros
+    assert torch.equal(model.scalars[54:], torch.zeros(2))
+    with torch.no_grad():
+        model.scalars[0] = 3.0
+    assert model.scalar_views()[0][0] == 3.0  # views, not copies: the optimizer's updates reach the model
+
+
+def test_rotary_rotates_half_the_dims_and_keeps_norms():
+    rotary = train_gpt.Rotary(32, 64)
+    x = torch.randn(1, 64, 2, 32)
+    y = rotary(x)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(y[:, 0], x[:, 0])  # position 0 is not rotated
+    # the zero-frequency quarter of the pairs stays put at every position
+    torch.testing.assert_close(y[..., 8:16], x[..., 8:16])
+    torch.testing.assert_close(y[..., 24:32], x[..., 24:32])
+    assert (y[:, 1:, :, :8] - x[:, 1:, :, :8]).abs().max() > 1e-2
+    # relative positions: q.k after rotary depends only on the distance
+    q, k = torch.randn(32), torch.randn(32)
+    qs = rotary(q.expand(1, 64, 1, 32).contiguous())[0, :, 0]
+    ks = rotary(k.expand(1, 64, 1, 32).contiguous())[0, :, 0]
+    torch.testing.assert_close(qs[10] @ ks[7], qs[40] @ ks[37], rtol=1e-4, atol=1e-4)
+
+
+def test_softcap_bounds_the_logits():
+    model = tiny_model()
+    with torch.no_grad():
+        model.lm_head_w.normal_(0, 10.0)
+    model.eval()
+    logits = model.logits(F.rms_norm(torch.randn(1, 16, 64), (64,)).bfloat16())
+    assert logits.shape == (16, 50304)
+    assert logits.min() >= 0 and logits.max() <= 30
