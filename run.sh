@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Train a track on this machine's GPUs:  ./run.sh [medium] [--name=value ...]
+#   ./run.sh                 track 1 (train_gpt.py), GPT-2 small to 3.28
+#   ./run.sh medium          track 2 (train_gpt_medium.py), GPT-2 medium to 2.92  (or TRACK=medium ./run.sh)
+# Uses the largest divisor of 8 that is <= the GPU count; gradient accumulation keeps the 8-GPU batch.
+# NPROC=n overrides the process count (e.g. NPROC=2 ./run.sh --device=cpu ... for a CPU smoke run).
+# Extra arguments are passed to the script; `python train_gpt.py --help` lists them.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+track=${TRACK:-short}
+if [ "${1:-}" = medium ] || [ "${1:-}" = short ]; then track=$1; shift; fi
+case $track in
+    short) script=train_gpt.py ;;
+    medium) script=train_gpt_medium.py ;;
+    *) echo "error: unknown track '$track'; use short (default) or medium" >&2; exit 2 ;;
+esac
+[ -f "$script" ] || { echo "error: $script is missing from $(pwd)" >&2; exit 2; }
+
+python=${PYTHON:-python}
+if [ -n "${NPROC:-}" ]; then
+    nproc=$NPROC
+else
+    gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||
+        { echo "error: '$python' cannot import torch; install it with: pip install -r requirements.txt" >&2; exit 2; }
+    if [ "$gpus" -lt 1 ]; then
+        echo "error: no CUDA GPU found; run on a GPU machine, or set NPROC and pass --device=cpu for a tiny CPU run" >&2
+        exit 2
+    fi
+    nproc=1
+    for n in 8 4 2 1; do
+        if [ "$gpus" -ge "$n" ]; then nproc=$n; break; fi
+    done
+    [ "$gpus" -eq "$nproc" ] || echo "note: $gpus GPUs found; using $nproc (the number of processes must divide 8)"
+fi
+
+# Check settings, data and devices first: a mistake is one line here, not a traceback per process.
+WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
+
+if command -v torchrun > /dev/null; then
+    launcher=(torchrun)
+else
+    launcher=("$python" -m torch.distributed.run)
+fi
+exec "${launcher[@]}" --standalone --nproc_per_node="$nproc" "$script" "$@"

@@ -1,0 +1,79 @@
+"""run.sh: picks the process count, checks everything before launching, falls back without torchrun."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.shards import write_shard
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+        "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
+        "--val_loss_every=0", "--warmup_steps=0"]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    for name in ["tiny_val_000000.bin", "tiny_train_000001.bin"]:
+        documents = [np.concatenate([[50256], rng.integers(0, 1000, 127)]) for _ in range(256)]
+        write_shard(folder / name, np.concatenate(documents))
+    return folder
+
+
+def data_args(shards: Path) -> list[str]:
+    return [f"--train_files={shards}/tiny_train_*.bin", f"--val_files={shards}/tiny_val_*.bin"]
+
+
+def run_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "run.sh"), *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_no_gpu_is_one_error_line():
+    result = run_sh(env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: no CUDA GPU found; run on a GPU machine, or set NPROC and pass "
+                                     "--device=cpu for a tiny CPU run")
+
+
+def test_world_size_not_dividing_8_stops_before_launch(shards):
+    result = run_sh(*TINY, *data_args(shards), env={"NPROC": "3"})
+    assert result.returncode == 2
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert lines == ["error: world size 3 does not divide 8; launch 1, 2, 4 or 8 processes (./run.sh picks the GPU count)"]
+
+
+def test_unknown_override_stops_before_launch(shards):
+    result = run_sh(*TINY, *data_args(shards), "--num_iteration=5", env={"NPROC": "2"})
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert len(output.strip().splitlines()) == 1 and "num_iteration" in output
+    assert "Traceback" not in output
+
+
+def test_unknown_track():
+    result = run_sh(env={"TRACK": "huge"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: unknown track 'huge'; use short (default) or medium"
+
+
+def test_two_processes_without_torchrun_on_path(shards, tmp_path):
+    """With no torchrun on PATH, run.sh launches through python -m torch.distributed.run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    path = os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
+    assert shutil.which("torchrun", path=path) is None
+    logs = tmp_path / "logs"
+    result = run_sh(*TINY, *data_args(shards), f"--logs_dir={logs}", "--run_id=viarunsh",
+                    env={"NPROC": "2", "PATH": path})
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (logs / "viarunsh.txt").read_text()
+    assert "world_size: 2" in log
+    assert "step:2/2 val_loss:" in log
