@@ -1,0 +1,273 @@
+"""train_gpt.py, sections "Data" and "Setup": BOS-aligned sequences, how ranks share them, and every bad-input
+message (in-process, and as the one `error:` line the script prints)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "data"))
+import train_gpt  # noqa: E402
+from shards import write_shard  # noqa: E402
+from train_gpt import DataError, Hyperparameters, SetupError  # noqa: E402
+
+EOT = 50256
+SEQ_LEN = 256
+CPU = torch.device("cpu")
+
+
+def documents(rng, ntokens, min_len=20, max_len=400):
+    tokens = []
+    while len(tokens) < ntokens:
+        tokens.append(EOT)
+        tokens.extend(rng.integers(0, EOT, size=int(rng.integers(min_len, max_len))).tolist())
+    return np.array(tokens[:ntokens])
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("loader_shards")
+    rng = np.random.default_rng(0)
+    for i, size in enumerate([20_000, 7_000, 15_000], start=1):  # uneven shards
+        write_shard(folder / f"train_{i:06d}.bin", documents(rng, size))
+    write_shard(folder / "val_000000.bin", documents(rng, 5_000))
+    return folder
+
+
+def train_files(shards):
+    return train_gpt.find_shards(str(shards / "train_*.bin"))
+
+
+def windows(files, seq_len, count):
+    """(shard tokens, start) of the first count sequence windows."""
+    result = []
+    for tokens, start in train_gpt.sequence_windows(files, seq_len):
+        result.append((tokens, start))
+        if len(result) == count:
+            break
+    return result
+
+
+def test_find_shards_sorts_and_requires_a_match(shards, tmp_path):
+    assert [Path(f).name for f in train_files(shards)] == ["train_000001.bin", "train_000002.bin",
+                                                           "train_000003.bin"]
+    pattern = str(tmp_path / "nothing_*.bin")
+    with pytest.raises(DataError) as error:
+        train_gpt.find_shards(pattern)
+    assert str(error.value) == f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py"
+
+
+def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
+    files = train_files(shards)
+    found = list(train_gpt.sequence_windows(files, SEQ_LEN))
+    assert len(found) > 50
+    per_shard = {}  # the windows keep their shard's tensor alive, so ids stay unique
+    for tokens, start in found:
+        assert tokens[start].item() == EOT
+        assert start + SEQ_LEN + 1 <= len(tokens)  # a window never spans two shards
+        per_shard.setdefault(id(tokens), (tokens, []))[1].append(start)
+    assert len(per_shard) == 3
+    for tokens, starts in per_shard.values():
+        eot_positions = np.flatnonzero(tokens.numpy() == EOT)
+        assert starts[0] == eot_positions[0] == 0
+        # the next window opens at the first document start at or after the end of the previous inputs
+        for a, b in zip(starts, starts[1:]):
+            assert b == eot_positions[np.searchsorted(eot_positions, a + SEQ_LEN)]
+        # and the shard ends where no further document has seq_len + 1 tokens left
+        later = eot_positions[eot_positions >= starts[-1] + SEQ_LEN]
+        assert later.size == 0 or later[0] + SEQ_LEN + 1 > len(tokens)
+    assert train_gpt.count_windows(files, SEQ_LEN, 10 ** 9) == len(found)
+    assert train_gpt.count_windows(files, SEQ_LEN, 7) == 7
+
+
+def test_train_batches_are_bos_aligned_shifted_pairs(shards):
+    batches = train_gpt.train_batches(train_files(shards), SEQ_LEN, 0, 1, CPU)
+    for (tokens, start), (inputs, targets) in zip(windows(train_files(shards), SEQ_LEN, 30), batches):
+        assert inputs.dtype == targets.dtype == torch.int32
+        assert inputs.shape == targets.shape == (SEQ_LEN,)
+        assert inputs[0].item() == EOT
+        assert torch.equal(inputs, tokens[start:start + SEQ_LEN].int())
+        assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_ranks_split_exactly_what_one_process_reads_with_accumulation(shards, world_size):
+    files = train_files(shards)
+    steps, accum = 3, 8 // world_size
+    single = train_gpt.train_batches(files, SEQ_LEN, 0, 1, CPU)
+    one_process = [[next(single)[0] for _ in range(8)] for _ in range(steps)]
+    ranks = [train_gpt.train_batches(files, SEQ_LEN, rank, world_size, CPU) for rank in range(world_size)]
+    for step in range(steps):
+        per_rank = [[next(ranks[rank])[0] for _ in range(accum)] for rank in range(world_size)]
+        # micro-step j of rank r is sequence j * world_size + r of the step (the stream is dealt in turn)
+        for rank in range(world_size):
+            for j in range(accum):
+                assert torch.equal(per_rank[rank][j], one_process[step][j * world_size + rank])
+        seen = {tuple(seq.tolist()) for seqs in per_rank for seq in seqs}
+        assert len(seen) == 8  # disjoint: 8 different sequences per step
+        assert seen == {tuple(seq.tolist()) for seq in one_process[step]}
+
+
+def test_val_tokens_are_the_first_tokens_of_the_val_files(shards):
+    files = train_gpt.find_shards(str(shards / "val_*.bin"))
+    tokens = train_gpt.load_val_tokens(files, 1024, CPU)
+    assert tokens.dtype == torch.int32 and tokens.numel() == 1025
+    assert torch.equal(tokens, train_gpt.read_shard(files[0])[:1025].int())
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad shards: each message names the file, the problem and the fix
+
+def raw_file(path, header_values, payload_bytes):
+    header = np.zeros(256, dtype="<i4")
+    header[:len(header_values)] = header_values
+    path.write_bytes(header.tobytes() + bytes(payload_bytes))
+    return str(path)
+
+
+def test_shard_header_errors(tmp_path):
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"\0" * 100)
+    cases = [
+        (str(short), f"{short}: truncated: 100 bytes is shorter than the 1024-byte header; "
+                     "re-download or re-tokenize it"),
+        (raw_file(tmp_path / "magic.bin", [1234, 1, 0], 0),
+         f"{tmp_path / 'magic.bin'}: not a speedrun shard (magic 1234, expected 20240520); "
+         "re-download or re-tokenize it"),
+        (raw_file(tmp_path / "version.bin", [20240520, 7, 0], 0),
+         f"{tmp_path / 'version.bin'}: unsupported shard version 7 (expected 1); re-download or re-tokenize it"),
+        (raw_file(tmp_path / "truncated.bin", [20240520, 1, 100], 150),
+         f"{tmp_path / 'truncated.bin'}: truncated: header promises 100 tokens (1224 bytes) but the file has "
+         "1174 bytes; re-download or re-tokenize it"),
+        (raw_file(tmp_path / "long.bin", [20240520, 1, 10], 30),
+         f"{tmp_path / 'long.bin'}: corrupt: header promises 10 tokens (1044 bytes) but the file has 1054 bytes; "
+         "re-download or re-tokenize it"),
+    ]
+    for path, message in cases:
+        with pytest.raises(DataError) as error:
+            train_gpt.read_shard_header(path)
+        assert str(error.value) == message
+    assert train_gpt.read_shard_header(raw_file(tmp_path / "good.bin", [20240520, 1, 10], 20)) == 10
+
+
+def data_args(shards, **overrides):
+    settings = dict(train_files=str(shards / "train_*.bin"), val_files=str(shards / "val_*.bin"),
+                    train_seq_len=SEQ_LEN, val_seq_len=256, val_tokens=1024, num_iterations=2, device="cpu")
+    return Hyperparameters(**{**settings, **overrides})
+
+
+def test_check_data_accepts_enough_data(shards):
+    train, val = train_gpt.check_data(data_args(shards), 2, 4)
+    assert len(train) == 3 and len(val) == 1
+
+
+def test_check_data_reports_too_few_training_sequences(shards):
+    available = train_gpt.count_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+    steps = available // 8 + 1
+    with pytest.raises(DataError) as error:
+        train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
+    assert str(error.value) == (
+        f"train files {shards / 'train_*.bin'} hold {available} sequences of {SEQ_LEN + 1} tokens starting at a "
+        f"document start, the run needs {steps * 8}; download more shards (python data/cached_fineweb10B.py N) "
+        "or lower --num_iterations")
+    train_gpt.check_data(data_args(shards, num_iterations=available // 8), 2, 4)  # exactly enough is fine
+
+
+def test_check_data_reports_too_few_validation_tokens(shards):
+    with pytest.raises(DataError) as error:
+        train_gpt.check_data(data_args(shards, val_tokens=5_000), 1, 8)
+    assert str(error.value) == (f"val files {shards / 'val_*.bin'} hold 5000 tokens but --val_tokens=5000 needs "
+                                "5001; lower --val_tokens or add validation data")
+
+
+def test_check_data_checks_every_header_first(shards, tmp_path):
+    for path in shards.glob("train_*.bin"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    raw_file(tmp_path / "train_000009.bin", [20240520, 2, 0], 0)
+    with pytest.raises(DataError, match=r"train_000009.bin: unsupported shard version 2"):
+        train_gpt.check_data(data_args(shards, train_files=str(tmp_path / "train_*.bin")), 1, 8)
+
+
+@pytest.mark.parametrize("world_size", [3, 5, 6, 16])
+def test_world_size_must_divide_8(world_size):
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu"), world_size)
+    assert str(error.value) == (f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
+                                "(./run.sh picks the GPU count)")
+
+
+@pytest.mark.parametrize("name", ["train_seq_len", "val_seq_len"])
+def test_sequence_lengths_must_be_multiples_of_128(name):
+    args = Hyperparameters(device="cpu", val_tokens=1000 * 8, **{name: 1000})
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(args, 1)
+    assert str(error.value) == f"--{name}=1000 is not a multiple of 128 (the attention block size); round it to one"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(num_iterations=0), "--num_iterations=0 must be positive"),
+    (dict(val_loss_every=-1), "--val_loss_every=-1 must be >= 0"),
+    (dict(head_dim=30), "--head_dim=30 must be a multiple of 4 (half-truncated rotary)"),
+    (dict(num_layers=5, window_pattern="LSSSL"), "--num_layers=5: at least 6 blocks"),
+    (dict(window_pattern="LSSSLSSLSSS"), "--window_pattern=LSSSLSSLSSS needs one L or S per block (12 letters)"),
+    (dict(window_pattern="LSSSLSSLSSSX"), "--window_pattern=LSSSLSSLSSSX needs one L or S per block"),
+    (dict(val_tokens=1000), "--val_tokens=1000 is not a multiple of world_size x val_seq_len = 262144"),
+    (dict(device="tpu"), "--device=tpu: use cuda or cpu"),
+])
+def test_other_setting_errors(overrides, message):
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(**{"device": "cpu", **overrides}), 1)
+    assert str(error.value).startswith(message)
+
+
+def test_default_settings_pass_for_every_world_size():
+    for world_size in (1, 2, 4, 8):
+        train_gpt.check_settings(Hyperparameters(device="cpu"), world_size)
+
+
+# ----------------------------------------------------------------------------------------------
+# The script itself: one `error:` line on stderr, exit code 2, no traceback
+
+def run_script(*args, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, str(REPO_ROOT / "train_gpt.py"), *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_one_error_line(result, message):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: {message}"]
+    assert result.stdout == ""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_script_without_cuda_says_how_to_run_on_cpu(shards):
+    result = run_script("--device=cuda", f"--train_files={shards}/train_*.bin", f"--val_files={shards}/val_*.bin")
+    assert_one_error_line(result, "CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny "
+                                  "CPU run")
+
+
+def test_script_data_and_argument_errors_are_one_line(shards, tmp_path):
+    missing = tmp_path / "none_*.bin"
+    result = run_script("--device=cpu", f"--train_files={missing}", "--check_only=true")
+    assert_one_error_line(result, f"no files match {missing}; download FineWeb with: "
+                                  "python data/cached_fineweb10B.py")
+    result = run_script("--device=cpu", "--num_layers=seven")
+    assert_one_error_line(result, "--num_layers=seven is not an integer")
+
+
+def test_script_check_only_passes_on_good_data(shards):
+    result = run_script("--device=cpu", "--check_only=true", f"--train_files={shards}/train_*.bin",
+                        f"--val_files={shards}/val_*.bin", "--train_seq_len=256", "--val_seq_len=256",
+                        "--val_tokens=1024", "--num_iterations=2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok: settings, data and device checked for world size 1"
