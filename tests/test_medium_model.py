@@ -1,0 +1,222 @@
+"""train_gpt_medium.py model: ISRU softcap, the merged scalar tensor, skips, masks per layer, chunked eval head."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt_medium as medium  # noqa: E402
+
+TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512)
+SEQ = 512
+
+
+def tiny_args(**overrides) -> medium.Hyperparameters:
+    return medium.Hyperparameters(**{**TINY, **overrides})
+
+
+def packed_tokens(seed: int, length: int = SEQ + 1, documents: int = 5) -> torch.Tensor:
+    """Random tokens starting with EOT, with up to documents - 1 more document starts inside."""
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 50000, (length,), generator=generator, dtype=torch.int32)
+    tokens[0] = medium.EOT_TOKEN
+    tokens[torch.randint(1, length, (documents - 1,), generator=generator)] = medium.EOT_TOKEN
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def model() -> medium.GPT:
+    """The 16-block tiny model with its zero-initialised weights made random, so every path carries signal."""
+    torch.manual_seed(0)
+    gpt = medium.GPT(tiny_args())
+    with torch.no_grad():
+        for p in gpt.parameters():
+            if p.ndim >= 2:
+                p.copy_(torch.where(p == 0, torch.randn_like(p, dtype=torch.float32) * 0.02, p.float()))
+    return gpt
+
+
+def brute_force_mask(docs: torch.Tensor, window_blocks: int) -> torch.Tensor:
+    q, k = torch.arange(docs.numel())[:, None], torch.arange(docs.numel())[None, :]
+    near = (q // medium.BLOCK_SIZE - k // medium.BLOCK_SIZE) < window_blocks
+    return (docs[:, None] == docs[None, :]) & (q >= k) & near
+
+
+# ISRU softcap
+
+
+def test_softcap_stays_inside_15_and_is_odd_and_monotonic():
+    z = torch.cat([torch.linspace(-1000, 1000, 20001), torch.randn(10_000) * 50])
+    y = medium.softcap(z)
+    assert (y.abs() < 15).all()
+    assert torch.equal(medium.softcap(-z), -y)
+    ordered = medium.softcap(torch.linspace(-50, 50, 10001))
+    assert (ordered[1:] > ordered[:-1]).all()
+    assert medium.softcap(torch.tensor(15.0)).item() == pytest.approx(15 / 2 ** 0.5, rel=1e-6)
+    small = torch.linspace(-0.1, 0.1, 101)
+    torch.testing.assert_close(medium.softcap(small), small, rtol=3e-5, atol=0)
+
+
+def test_softcap_gradient_matches_autograd_and_the_analytic_derivative():
+    z = (torch.randn(200, dtype=torch.float64) * 30).requires_grad_()
+    assert torch.autograd.gradcheck(medium.softcap, (z,))
+    (grad,) = torch.autograd.grad(medium.softcap(z).sum(), z)
+    torch.testing.assert_close(grad, 15 * 225 / (z.detach() ** 2 + 225) ** 1.5)
+
+
+# Scalars, skips, value embeddings
+
+
+def test_skip_pairs_parse_and_drop_blocks_the_model_lacks():
+    assert medium.skip_pairs(tiny_args()) == [(6, 9), (4, 10), (2, 11)]
+    assert medium.skip_pairs(tiny_args(num_layers=10)) == [(6, 9)]
+    assert medium.skip_pairs(tiny_args(num_layers=6)) == []
+    assert medium.skip_pairs(tiny_args(skip_connections="")) == []
+    assert medium.skip_pairs(tiny_args(skip_connections="6>9,")) == [(6, 9)]
+    for bad in ["9>6", "6-9", "6>9;4>10", "a>b", "3>3"]:
+        with pytest.raises(medium.SetupError, match="skip_connections"):
+            medium.skip_pairs(tiny_args(skip_connections=bad))
+
+
+def test_scalar_tensor_layout_initial_values_and_padding(model):
+    layers = 16
+    assert model.scalars.numel() == 72  # 3 skips + 2 x 16 block + 2 x 16 attention = 67, padded to 72
+    skip, block, attn = model.scalar_views()
+    assert torch.equal(skip, torch.ones(3))
+    assert torch.equal(block, torch.tensor([[1.0, 0.0]] * layers))
+    assert torch.equal(attn, torch.tensor([[0.5, 0.5]] * layers))
+    assert torch.equal(model.scalars[67:], torch.zeros(5))
+    with torch.no_grad():
+        saved = model.scalars.clone()
+        model.scalars.copy_(torch.arange(72.0))
+        skip, block, attn = model.scalar_views()
+        assert skip.tolist() == [0, 1, 2]
+        assert block[5].tolist() == [3 + 10, 4 + 10] and block[15].tolist() == [33, 34]
+        assert attn[0].tolist() == [35, 36] and attn[15].tolist() == [65, 66]
+        model.scalars.copy_(saved)
+
+
+def test_each_scalar_gets_gradient_exactly_where_the_forward_uses_it(model):
+    model.zero_grad()
+    tokens = packed_tokens(1)
+    model(tokens[:-1], tokens[1:], torch.tensor(2)).backward()
+    used = model.scalars.grad != 0
+    model.zero_grad()
+    expected = torch.zeros(72, dtype=torch.bool)
+    expected[:3] = True  # the three skip weights
+    expected[3:35] = True  # (x, x0) lambdas of every block
+    for layer in range(16):
+        if layer != 7:  # block 7 has no attention
+            expected[35 + 2 * layer] = True  # value weight
+            expected[36 + 2 * layer] = medium.value_embed_layout(16)[layer] is not None
+    assert used.tolist() == expected.tolist()
+
+
+def test_skip_weights_join_block_outputs_to_their_target_inputs(model, monkeypatch):
+    tokens = packed_tokens(2)
+    index = {id(block): i for i, block in enumerate(model.blocks)}
+    inputs, outputs = {}, {}
+    original = medium.Block.forward
+
+    def record(self, x, *rest):
+        inputs[index[id(self)]] = x
+        outputs[index[id(self)]] = original(self, x, *rest)
+        return outputs[index[id(self)]]
+
+    monkeypatch.setattr(medium.Block, "forward", record)
+    with torch.no_grad():
+        saved = model.scalars[:3].clone()
+        model.scalars[:3] = torch.tensor([0.5, 2.0, -1.0])
+        model(tokens[:-1], tokens[1:], torch.tensor(2))
+        model.scalars[:3] = saved
+    skip = torch.tensor([0.5, 2.0, -1.0])
+    for target, (source, weight) in {9: (6, skip[0]), 10: (4, skip[1]), 11: (2, skip[2])}.items():
+        assert torch.equal(inputs[target], outputs[target - 1] + weight * outputs[source])
+    for plain in [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15]:
+        assert torch.equal(inputs[plain], outputs[plain - 1])
+
+
+def test_value_embedding_layout_and_attention_free_block():
+    assert medium.value_embed_layout(16) == [0, 1, 2] + [None] * 10 + [0, 1, 2]
+    gpt = medium.GPT(tiny_args())
+    assert [i for i, b in enumerate(gpt.blocks) if b.attn is None] == [7]
+    assert gpt.blocks[0].attn.qkvo_w.shape == (4, 64, 64)
+    assert not gpt.blocks[0].attn.qkvo_w[3].any() and gpt.blocks[0].attn.qkvo_w[:3].any()
+    muon_dtypes = {p.dtype for b in gpt.blocks for p in b.parameters()}
+    assert muon_dtypes == {torch.bfloat16}
+    assert gpt.embed.weight.dtype == gpt.value_embeds[0].weight.dtype == torch.bfloat16
+    assert gpt.lm_head_w.dtype == gpt.scalars.dtype == torch.float32
+
+
+# Masks
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 8])
+def test_block_mask_and_dense_mask_match_brute_force(window):
+    tokens = packed_tokens(window, 1024)[:1024]
+    docs = (tokens == medium.EOT_TOKEN).cumsum(0)
+    expected = brute_force_mask(docs, window)
+    assert torch.equal(medium.dense_mask(docs, torch.tensor(window)), expected)
+
+    mask = medium.block_mask(docs, torch.tensor(window))
+    q, k = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
+    per_element = mask.mask_mod(0, 0, q, k)
+    built = torch.zeros(1024, 1024, dtype=torch.bool)
+    size = medium.BLOCK_SIZE
+    for q_block in range(1024 // size):
+        rows = slice(q_block * size, (q_block + 1) * size)
+        partial = mask.kv_indices[0, 0, q_block, :mask.kv_num_blocks[0, 0, q_block]].tolist()
+        full = mask.full_kv_indices[0, 0, q_block, :mask.full_kv_num_blocks[0, 0, q_block]].tolist()
+        assert not set(partial) & set(full)
+        for k_block in partial:
+            cols = slice(k_block * size, (k_block + 1) * size)
+            built[rows, cols] = per_element[rows, cols]
+        for k_block in full:
+            built[rows, k_block * size:(k_block + 1) * size] = True
+    assert torch.equal(built, expected)
+
+
+def test_each_layer_gets_its_long_or_short_window(model, monkeypatch):
+    tokens = packed_tokens(3, documents=2)  # long documents, so that the window matters
+    masks = []
+    monkeypatch.setattr(medium, "attend", lambda q, k, v, mask, scale: (masks.append(mask), q)[1])
+    with torch.no_grad():
+        model(tokens[:-1], tokens[1:], torch.tensor(4))
+    docs = (tokens[:-1] == medium.EOT_TOKEN).cumsum(0)
+    long, short = brute_force_mask(docs, 4), brute_force_mask(docs, 2)
+    pattern = [kind for i, kind in enumerate("LSSSLSSSSSSLSSSL") if i != 7]
+    assert len(masks) == 15
+    assert [("L" if torch.equal(m, long) else "S" if torch.equal(m, short) else "?") for m in masks] == pattern
+    assert not torch.equal(long, short)
+
+
+# Loss
+
+
+def test_zero_head_gives_uniform_loss(model):
+    tokens = packed_tokens(4)
+    with torch.no_grad():
+        head = model.lm_head_w.clone()
+        model.lm_head_w.zero_()
+        train_sum = model(tokens[:-1], tokens[1:], torch.tensor(2))
+        model.eval()
+        eval_mean = model(tokens[:-1], tokens[1:], torch.tensor(2))
+        model.train()
+        model.lm_head_w.copy_(head)
+    assert eval_mean.item() == pytest.approx(math.log(50304), rel=1e-5)
+    assert train_sum.item() == pytest.approx(SEQ * math.log(50304), rel=1e-5)
+
+
+def test_chunked_eval_head_equals_the_training_loss(model):
+    tokens = packed_tokens(5)
+    with torch.no_grad():
+        train_sum = model(tokens[:-1], tokens[1:], torch.tensor(3))
+        model.eval()
+        eval_mean = model(tokens[:-1], tokens[1:], torch.tensor(3))
+        model.train()
+    assert train_sum.item() / SEQ == pytest.approx(eval_mean.item(), rel=1e-5)
+    assert abs(eval_mean.item() - math.log(50304)) > 0.01  # the random head really is used
