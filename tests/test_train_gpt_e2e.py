@@ -1,0 +1,137 @@
+"""train_gpt.py end to end on CPU: real runs on generated shards, with torchrun (2 processes) and without.
+
+Three runs in all (the whole suite has to stay within CI's time): a 2-process torchrun run with one warmup
+step, the same run as 1 process with 2 accumulation steps and no warmup, and a run whose lr blows up."""
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "train_gpt.py"
+sys.path.insert(0, str(REPO_ROOT / "data"))
+from shards import write_shard  # noqa: E402
+
+EOT = 50256
+TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+        "--train_seq_len=256", "--val_seq_len=256", "--val_tokens=1024", "--num_iterations=6", "--val_loss_every=3"]
+LINE = re.compile(r"^step:(\d+)/(\d+) (train_loss|val_loss):(\S+)", re.M)
+
+
+def structured_documents(rng, phrases, ntokens):
+    """Documents made of phrases drawn from a small set, so there is something to learn within a few steps."""
+    tokens = []
+    while len(tokens) < ntokens:
+        tokens.append(EOT)
+        for _ in range(int(rng.integers(4, 80))):
+            tokens.extend(phrases[int(rng.integers(len(phrases)))])
+    return np.array(tokens[:ntokens])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("e2e_shards")
+    rng = np.random.default_rng(0)
+    phrases = [rng.integers(0, 2000, size=int(rng.integers(3, 9))).tolist() for _ in range(64)]
+    write_shard(folder / "e2e_train_000001.bin", structured_documents(rng, phrases, 120_000))
+    write_shard(folder / "e2e_train_000002.bin", structured_documents(rng, phrases, 80_000))
+    write_shard(folder / "e2e_val_000000.bin", structured_documents(rng, phrases, 8_000))
+    return [f"--train_files={folder}/e2e_train_*.bin", f"--val_files={folder}/e2e_val_*.bin"]
+
+
+def run(args, processes=1, cwd=REPO_ROOT):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    launcher = [sys.executable]
+    if processes > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+    return subprocess.run([*launcher, str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def losses(text, kind):
+    return [(int(step), float(value)) for step, _, k, value in LINE.findall(text) if k == kind]
+
+
+def log_of(logs_dir, run_id):
+    return (logs_dir / f"{run_id}.txt").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def two_process_run(data, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("logs_two")
+    result = run([*TINY, *data, "--grad_accum_steps=1", "--warmup_steps=1", f"--logs_dir={logs}",
+                  "--run_id=two"], processes=2)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result, log_of(logs, "two")
+
+
+@pytest.fixture(scope="module")
+def one_process_run(data, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("logs_one")
+    result = run([*TINY, *data, "--grad_accum_steps=2", "--warmup_steps=0", f"--logs_dir={logs}", "--run_id=one"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result, log_of(logs, "one")
+
+
+def test_two_processes_lower_the_val_loss(two_process_run):
+    result, log = two_process_run
+    val = losses(log.decode(), "val_loss")
+    assert [step for step, _ in val] == [0, 3, 6]
+    assert val[0][1] == pytest.approx(math.log(50304), abs=2e-4)  # zero lm_head: uniform over the vocabulary
+    assert val[-1][1] < val[0][1] - 0.5
+    assert val[1][1] < val[0][1]
+    train = losses(log.decode(), "train_loss")
+    assert [step for step, _ in train] == [1, 2, 3, 4, 5, 6]
+    assert all(math.isfinite(loss) for _, loss in train)
+    # rank 1 logs nothing: one copy of every line on the console
+    assert result.stdout.count("log: ") == 1
+    assert result.stdout.count("step:6/6 val_loss:") == 1
+    assert "world_size: 2" in log.decode()
+    assert "command: torchrun --standalone --nproc_per_node=2 " in log.decode()
+
+
+def test_one_process_with_accumulation_reaches_the_same_loss(two_process_run, one_process_run):
+    """Same global batch (2 sequences per step) dealt to 2 ranks or accumulated by one; the 2-process run also
+    did a warmup step first, which must have been undone."""
+    two = losses(two_process_run[1].decode(), "val_loss")
+    one = losses(one_process_run[1].decode(), "val_loss")
+    assert [step for step, _ in one] == [step for step, _ in two] == [0, 3, 6]
+    for (_, a), (_, b) in zip(one, two):
+        assert abs(a - b) / b < 1e-4, (one, two)
+    assert "world_size: 1" in one_process_run[1].decode()
+    assert "step:6/6 val_loss:" in one_process_run[0].stdout  # console lines too
+
+
+@pytest.mark.parametrize("which", ["one", "two"])
+def test_source_cut_from_the_log_is_the_script(which, one_process_run, two_process_run):
+    log = (one_process_run if which == "one" else two_process_run)[1]
+    source = SCRIPT.read_bytes()
+    separator = f"{'=' * 20} end of source: train_gpt.py, {len(source)} bytes {'=' * 20}\n".encode()
+    assert log.count(separator) == 1
+    cut = log[:log.index(separator)]
+    assert cut == (source if source.endswith(b"\n") else source + b"\n")
+    assert log[log.index(separator) + len(separator):].startswith(f"run_id: {which}\n".encode())
+
+
+def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
+    logs = tmp_path / "logs"
+    result = run([*TINY, *data, "--num_iterations=10", "--val_loss_every=0", "--warmup_steps=0",
+                  "--grad_accum_steps=1", "--adam_lr=1e30", f"--logs_dir={logs}", "--run_id=blowup"])
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    log = log_of(logs, "blowup").decode()
+    train = losses(log, "train_loss")
+    bad = [step for step, loss in train if not math.isfinite(loss)]
+    assert bad, train
+    assert bad[0] == train[-1][0] < 10  # the first non-finite step is the last one run, before the end
+    assert all(math.isfinite(loss) for _, loss in train[:-1])
+    stopped = f"stopped: non-finite train loss at step {bad[0]}; lower the learning rates or check the data"
+    assert log.rstrip("\n").endswith("\n" + stopped)
+    assert stopped in result.stdout
+    assert losses(log, "val_loss") == []  # no final validation of a broken model
