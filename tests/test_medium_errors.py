@@ -1,0 +1,154 @@
+"""train_gpt_medium.py rejects bad settings, data and machines with one `error:` line and exit status 2.
+
+Every message is checked in-process; one case per kind of check also runs the script for real."""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "data"))
+import shards  # noqa: E402
+import train_gpt_medium as medium  # noqa: E402
+
+TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+        "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2"]
+
+CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "world size 3", "seq not multiple of 128",
+              "val seq not multiple of 128", "heads x head_dim", "skip pair", "profile steps", "unknown setting",
+              "malformed", "not a number", "magic shard", "version shard", "truncated shard", "corrupt shard",
+              "short shard", "no cuda"]
+# the ones also run as a real process: one per kind of check
+PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
+
+
+def documents(n: int) -> np.ndarray:
+    tokens = np.random.default_rng(0).integers(0, 50000, n)
+    tokens[::300] = shards.EOT
+    return tokens
+
+
+def write_raw(path: Path, header_values, payload_bytes: int) -> Path:
+    header = np.zeros(256, dtype="<i4")
+    header[:len(header_values)] = header_values
+    path.write_bytes(header.tobytes() + bytes(payload_bytes))
+    return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("medium_errors")
+    shards.write_shard(root / "good_train_000001.bin", documents(20_000))
+    shards.write_shard(root / "good_val_000000.bin", documents(4_000))
+    write_raw(root / "magic.bin", [12345, 1, 10], 20)
+    write_raw(root / "version.bin", [shards.MAGIC, 2, 10], 20)
+    write_raw(root / "truncated.bin", [shards.MAGIC, 1, 10], 12)
+    write_raw(root / "corrupt.bin", [shards.MAGIC, 1, 10], 24)
+    (root / "short.bin").write_bytes(bytes(100))
+    return root
+
+
+def shard_error(path: Path) -> str:
+    with pytest.raises(shards.ShardError) as error:
+        shards.read_header(path)
+    return str(error.value)
+
+
+def cases(folder: Path) -> dict:
+    """name -> (arguments, extra environment, expected message: exact text, or a fragment after '~')."""
+    good = [f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"]
+    found = {
+        "missing files": (TINY + [f"--train_files={folder}/none_*.bin", good[1]], {},
+                          f"no files match {folder}/none_*.bin; download FineWeb with: "
+                          "python data/cached_fineweb10B.py"),
+        "too few val tokens": (TINY + good + ["--val_tokens=8192"], {},
+                               "~hold 4000 tokens but --val_tokens=8192 needs 8193"),
+        "too few train tokens": (TINY + good + ["--num_iterations=1000"], {},
+                                 "~the run needs 8000; download more shards"),
+        "world size 3": (TINY + good, {"WORLD_SIZE": "3"}, "~world size 3 does not divide 8"),
+        "seq not multiple of 128": (TINY + good + ["--train_seq_len=500"], {},
+                                    "--train_seq_len=500 is not a multiple of 128 (the attention block size); "
+                                    "round it to one"),
+        "val seq not multiple of 128": (TINY + good + ["--val_seq_len=1000"], {}, "~--val_seq_len=1000 is not"),
+        "heads x head_dim": (TINY + good + ["--num_heads=3"], {}, "~must equal --model_dim=64"),
+        "skip pair": (TINY + good + ["--skip_connections=9>6"], {}, "~--skip_connections=9>6: write pairs"),
+        "profile steps": (TINY + good + ["--warmup_steps=1", "--profile_steps=1"], {}, "~must be below"),
+        "unknown setting": (TINY + good + ["--nope=1"], {}, "unknown setting --nope (see --help for the list)"),
+        "malformed": (TINY + good + ["--device", "cpu"], {}, "~malformed argument '--device'"),
+        "not a number": (TINY + good + ["--muon_lr=fast"], {}, "--muon_lr=fast is not a number"),
+    }
+    for name in ["magic", "version", "truncated", "corrupt", "short"]:
+        found[f"{name} shard"] = (TINY + [f"--train_files={folder}/{name}.bin", good[1]], {},
+                                  shard_error(folder / f"{name}.bin"))
+    if not torch.cuda.is_available():
+        found["no cuda"] = ([a for a in TINY if a != "--device=cpu"] + good, {},
+                            "CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
+    return found
+
+
+def first_error(args: list[str], env: dict) -> str:
+    """The SetupError text of what main() checks before it builds anything."""
+    world_size = int(env.get("WORLD_SIZE", "1"))
+    with pytest.raises(medium.SetupError) as error:
+        settings = medium.parse_args(args)
+        medium.check_settings(settings, world_size)
+        medium.check_data(settings, world_size, settings.grad_accum_steps or 8 // world_size)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_each_message(name, folder):
+    expected = cases(folder).get(name)
+    if expected is None:
+        pytest.skip("CUDA is available here")
+    args, env, message = expected
+    if message.startswith("~"):
+        assert message[1:] in first_error(args, env)
+    else:
+        assert first_error(args, env) == message
+
+
+@pytest.fixture(scope="module")
+def results(folder):
+    """The script run for real on a few cases, one per kind of check, two at a time (each imports torch)."""
+    def run(case):
+        args, env = case[:2]
+        clean = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+        return subprocess.run([sys.executable, "train_gpt_medium.py", *args], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=120, env={**clean, **env})
+
+    chosen = {name: case for name, case in cases(folder).items() if name in PROCESS_CASES}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(chosen, pool.map(run, chosen.values())))
+
+
+@pytest.mark.parametrize("name", PROCESS_CASES)
+def test_one_error_line_and_exit_status_2(name, folder, results):
+    if name not in results:
+        pytest.skip("CUDA is available here")
+    result = results[name]
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr == f"error: {first_error(*cases(folder)[name][:2])}\n"
+
+
+def test_the_shard_cases_really_are_the_shard_readers_errors(folder):
+    texts = {name: shard_error(folder / f"{name}.bin") for name in ["magic", "version", "truncated", "corrupt", "short"]}
+    assert "not a speedrun shard" in texts["magic"] and "unsupported shard version 2" in texts["version"]
+    assert "truncated" in texts["truncated"] and "corrupt" in texts["corrupt"] and "shorter" in texts["short"]
+
+
+def test_check_only_accepts_good_settings(folder):
+    result = subprocess.run([sys.executable, "train_gpt_medium.py", *TINY, "--check_only=true",
+                             f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok: settings, data and device checked for world size 1\n"
