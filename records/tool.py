@@ -38,6 +38,7 @@ Errors (missing file, not a run log, unwritable output, ...) are one ``error: ..
 import argparse
 import dataclasses
 import difflib
+import importlib.util
 import json
 import math
 import platform
@@ -198,15 +199,40 @@ def reproduce_command(log, script_path):
     return ["torchrun", "--standalone", f"--nproc_per_node={world_size}", str(script_path), *overrides]
 
 
-def current_environment():
-    """This machine's values for the environment keys that a log records."""
-    import torch  # imported lazily: only rerun needs it
+def torch_build():
+    """torch/version.py executed on its own (it imports nothing of torch's): the installed torch's
+    ``__version__``, ``cuda`` and ``hip`` without the seconds that ``import torch`` takes.
+    None when torch is not installed or that file cannot be read."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        if not folders:
+            return None
+        path = Path(folders[0]) / "version.py"
+        namespace = {}
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
+        return namespace if isinstance(namespace.get("__version__"), str) else None
+    except Exception:  # any surprise: fall back to importing torch
+        return None
 
+
+def current_environment():
+    """This machine's values for the environment keys that a log records (as the track scripts write them)."""
     try:
         import triton
         triton_version = triton.__version__
     except ImportError:
         triton_version = "none"
+    build = torch_build()
+    if build is not None and not build.get("cuda") and not build.get("hip"):
+        # a CPU-only build: torch.cuda.is_available() is False, so there is no GPU to name
+        return {"python": platform.python_version(), "torch": build["__version__"], "cuda": "none",
+                "triton": triton_version, "gpu": "none"}
+    try:
+        import torch  # imported lazily: only rerun needs it, and only on GPU builds
+    except ImportError:
+        return {"python": platform.python_version(), "torch": "none", "cuda": "none",
+                "triton": triton_version, "gpu": "none"}
     gpu = "none"
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

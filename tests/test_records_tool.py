@@ -1,12 +1,14 @@
 """Tests for records/tool.py.
 
 Part A builds synthetic run logs in the exact format the track scripts write.
-Part B makes real logs with tiny CPU runs of the track scripts (skipped until they exist).
+Part B makes real logs with tiny CPU runs of train_gpt.py (and of train_gpt_medium.py once it exists).
 """
 
+import dataclasses
 import importlib.util
 import json
 import math
+import os
 import platform
 import re
 import shlex
@@ -19,6 +21,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "records" / "tool.py"
+sys.path.insert(0, str(REPO / "data"))
+import shards  # noqa: E402  (data/shards.py writes the Part B shards)
 
 FAKE_SCRIPT = (
     "import sys\n"
@@ -57,8 +61,8 @@ DEFAULT_ENV = {"python": "3.11.7", "torch": "2.13.0+cpu", "cuda": "none", "trito
 
 def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--device=cpu", "--num_iterations=20"),
              world_size=1, launcher=None, env=None, hparams=None, val_losses=(10.8258, 7.1234),
-             extra_tail="", nvidia_smi=None):
-    """Write a run log in the track scripts' format and return its path."""
+             extra_tail="", nvidia_smi=None, peak=True):
+    """Write a run log in the track scripts' format and return its path (peak=False: a CPU run's log)."""
     src = source.encode() if isinstance(source, str) else source
     out = bytearray(src)
     if not src.endswith(b"\n"):
@@ -82,9 +86,10 @@ def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--devi
     if nvidia_smi:
         lines.append("nvidia-smi:")
         lines += [f"  {line}" for line in nvidia_smi]
+    lines.append("startup: settings and data checked at 1.1s")
+    lines.append("warmup: 10 steps in 61.0s (compile included, state restored); training starts at 70.3s")
     total = 20
-    lines.append(f"step:0/{total} val_loss:{val_losses[0]} train_time:0ms step_avg:0.00ms")
-    lines.append("warmup done in 1.2s")
+    lines.append(f"step:0/{total} val_loss:{val_losses[0]} train_time:0ms")  # no step_avg at step 0
     for step in range(1, total + 1):
         lines.append(f"step:{step}/{total} train_loss:{9 - step * 0.1:.4f} train_time:{35 * step}ms "
                      f"step_avg:35.00ms")
@@ -92,7 +97,8 @@ def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--devi
             lines.append(f"step:10/{total} val_loss:{val_losses[1]} train_time:350ms step_avg:35.00ms")
     lines.append(f"step:{total}/{total} val_loss:{val_losses[-1]} train_time:700ms step_avg:35.00ms "
                  "tokens/s:12345 mfu:1.2%")
-    lines.append("peak memory allocated: 33512 MiB reserved: 34000 MiB")
+    if peak:
+        lines.append("peak memory allocated: 33512 MiB reserved: 34000 MiB")
     out += ("\n".join(lines) + "\n" + extra_tail).encode()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,9 +106,16 @@ def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--devi
     return path
 
 
+# conftest.py sets TRITON_INTERPRET=1 for in-process kernel tests; the tool and the scripts it launches
+# run as a user would run them, without it. One thread per process (what torchrun sets for several): the
+# tiny runs' ops are too small to gain from two, and it keeps them quick on a busy 2-core machine.
+CHILD_ENV = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+CHILD_ENV.setdefault("OMP_NUM_THREADS", "1")
+
+
 def tool(*args, cwd=None):
-    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], cwd=cwd, env=CHILD_ENV,
+                          capture_output=True, text=True, timeout=600)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,6 +212,23 @@ def test_rerun_launches_and_returns_exit_code(tmp_path):
     result = tool("rerun", log, "--", "--extra=1")
     assert result.returncode == 3
     assert "ARGS ['--device=cpu', '--num_iterations=20', '--extra=1']" in result.stdout
+
+
+RANK_SCRIPT = (
+    "import os, sys\n"
+    "print('RANK', os.environ['RANK'], 'WORLD_SIZE', os.environ['WORLD_SIZE'], 'ARGS', sys.argv[1:], flush=True)\n"
+)
+
+
+def test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun(tmp_path):
+    log = make_log(tmp_path / "run.txt", RANK_SCRIPT, env=this_environment(), world_size=2, overrides=("--a=1",))
+    result = tool("rerun", log, "--", "--b=2")
+    assert result.returncode == 0, result.stderr
+    launched = shlex.split(result.stdout.splitlines()[0])
+    assert launched[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert Path(launched[5]).name == "train_gpt.py" and launched[6:] == ["--a=1", "--b=2"]
+    ranks = sorted(line for line in result.stdout.splitlines() if line.startswith("RANK "))
+    assert ranks == [f"RANK {rank} WORLD_SIZE 2 ARGS ['--a=1', '--b=2']" for rank in (0, 1)]
 
 
 def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
@@ -304,6 +334,66 @@ def test_parser_reads_header_hyperparameters_and_steps(tmp_path):
     assert log.last("val_loss") == "3.3" and log.last("mfu") == "1.2%"
     assert log.peak_allocated_mib == 33512
     assert [row["step"] for row in log.steps if "val_loss" in row] == [0, 10, 20]
+    assert "step_avg" not in log.steps[0]
+    assert "startup" not in log.header and "warmup" not in log.header  # progress notes, not header fields
+
+
+def test_current_environment_matches_torch_and_imports_it_only_for_gpu_builds():
+    import torch
+
+    code = ("import importlib.util, json, sys\n"
+            f"spec = importlib.util.spec_from_file_location('records_tool', {str(TOOL)!r})\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(module)\n"
+            "print(json.dumps([module.current_environment(), 'torch' in sys.modules]))\n")
+    result = subprocess.run([sys.executable, "-c", code], env=CHILD_ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    env, imported_torch = json.loads(result.stdout)
+    assert env == this_environment()
+    assert imported_torch == bool(torch.version.cuda or torch.version.hip)
+
+
+def test_cpu_log_without_peak_memory_line(tmp_path):
+    log = make_log(tmp_path / "cpu.txt", val_losses=(10.8, 3.29), peak=False)
+    assert load_tool_module().load_log(log).peak_allocated_mib is None
+    result = tool("compare", log)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s*$", result.stdout, re.M)
+
+
+TORCHRUN_1 = ["torchrun", "--standalone", "--nproc_per_node=1", "S"]
+TORCHRUN_4 = ["torchrun", "--standalone", "--nproc_per_node=4", "S"]
+
+
+@pytest.mark.parametrize("world_size, command, expected", [
+    (1, "python train_gpt.py", ["python", "S"]),
+    (1, "/usr/bin/python3 -u train_gpt.py", ["python", "S"]),
+    (1, None, ["python", "S"]),  # no command line: one process needs no launcher
+    (1, "torchrun --standalone --nproc_per_node=1 train_gpt.py", TORCHRUN_1),
+    (1, "/opt/bin/torchrun --nproc_per_node=1 x.py", TORCHRUN_1),
+    (1, "python -m torch.distributed.run --nproc_per_node=1 x.py", TORCHRUN_1),
+    (4, "python train_gpt.py", TORCHRUN_4),
+    (4, None, TORCHRUN_4),
+])
+def test_reproduce_command_follows_the_recorded_launch(tmp_path, world_size, command, expected):
+    module = load_tool_module()
+    path = make_log(tmp_path / "run.txt", world_size=world_size, overrides=("--a=1",))
+    text = path.read_text()
+    text = re.sub(r"^command: .*\n", "" if command is None else f"command: {command}\n", text, flags=re.M)
+    path.write_text(text)
+    assert module.reproduce_command(module.load_log(path), "S") == [*expected, "--a=1"]
+
+
+def test_extract_writes_the_recorded_script_name_without_folders(tmp_path):
+    log = make_log(tmp_path / "run.txt", script="train_gpt_medium.py")
+    log.write_bytes(log.read_bytes().replace(b"end of source: train_gpt_medium.py",
+                                             b"end of source: ../../x/train_gpt_medium.py"))
+    work = tmp_path / "work"
+    work.mkdir()
+    result = tool("extract", log, cwd=work)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in work.iterdir()] == ["train_gpt_medium.py"]
+    assert result.stdout.split()[:2] == ["python", "train_gpt_medium.py"]
 
 
 NOT_A_LOG_CASES = [
@@ -354,37 +444,40 @@ def test_folder_without_logs_is_an_error(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# Part B: real tiny CPU runs of the track scripts
+# Part B: real tiny CPU runs of the track scripts.
+#
+# train_gpt.py runs four times (a few seconds each on 2 cores), all with the default 12 layers and
+# window pattern but tiny widths: A with python; B = the command that `extract A` prints; C = `rerun A
+# -- --seed=1`; D with two processes under torchrun (one step). The runs live in module-scoped fixtures
+# so that each check below is its own test without paying for its own training run. (Part A's
+# test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun relaunches under torchrun for
+# real, at a fraction of a training run's cost.)
+# Each first run starts from a copy of the script taken just before it, so that the bytes it logs are
+# known even while someone edits the working tree.
 
 TINY_ARGS = [
-    "--device=cpu", "--compile=False", "--num_iterations=4", "--val_loss_every=2", "--val_tokens=8192",
-    "--val_seq_len=2048", "--train_seq_len=1024", "--grad_accum_steps=1", "--model_dim=64",
-    "--num_layers=6", "--num_heads=2", "--head_dim=32", "--window_pattern=LSSSSL", "--warmup_steps=1",
+    "--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+    "--train_seq_len=256", "--val_seq_len=256", "--val_tokens=512", "--grad_accum_steps=1",
+    "--num_iterations=2", "--val_loss_every=1", "--warmup_steps=0",
 ]
-
-
-def write_shard(path, tokens):
-    header = np.zeros(256, dtype="<i4")
-    header[:3] = (20240520, 1, len(tokens))
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+EOT = shards.EOT
 
 
 def random_documents(rng, ntokens):
+    """Random token documents, each starting with EOT, cut to exactly ntokens."""
     tokens = []
     while len(tokens) < ntokens:
-        tokens.append(50256)
-        tokens.extend(rng.integers(0, 50256, size=int(rng.integers(20, 700))).tolist())
-    return tokens[:ntokens]
+        tokens.append(EOT)
+        tokens.extend(rng.integers(0, EOT, size=int(rng.integers(20, 700))).tolist())
+    return np.array(tokens[:ntokens], dtype=np.uint16)
 
 
 @pytest.fixture(scope="module")
 def tiny_shards(tmp_path_factory):
     folder = tmp_path_factory.mktemp("shards")
     rng = np.random.default_rng(0)
-    write_shard(folder / "t_train_000001.bin", random_documents(rng, 1 << 16))
-    write_shard(folder / "t_val_000000.bin", random_documents(rng, 1 << 14))
+    shards.write_shard(folder / "tiny_train_000001.bin", random_documents(rng, 1 << 15))
+    shards.write_shard(folder / "tiny_val_000000.bin", random_documents(rng, 1 << 12))
     return folder
 
 
@@ -394,39 +487,254 @@ def losses(log_path):
     return [(row["step"], key, row[key]) for row in steps for key in ("val_loss", "train_loss") if key in row]
 
 
-def launcher(world_size):
-    """How to start a script with this interpreter: plain python, or torchrun for several processes."""
-    if world_size == 1:
-        return [sys.executable]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}"]
+def final_val_loss(log_path):
+    return load_tool_module().load_log(log_path).last("val_loss")
 
 
-@pytest.mark.parametrize("world_size", [1, 2])
-@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
-def test_real_run_extracts_and_reruns_to_the_same_loss(tmp_path, tiny_shards, script, world_size):
-    if not (REPO / script).exists():
-        pytest.skip(f"{script} is not in the repository yet")
-    logs = tmp_path / "logs"
-    args = [*TINY_ARGS, f"--train_files={tiny_shards}/t_train_*.bin", f"--val_files={tiny_shards}/t_val_*.bin",
-            f"--logs_dir={logs}"]
-    first = subprocess.run([*launcher(world_size), script, *args], cwd=REPO, capture_output=True, text=True,
-                           timeout=900)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    (log,) = logs.glob("*.txt")
+def runnable(command):
+    """A printed command run with this interpreter: python -> sys.executable, torchrun -> -m torch.distributed.run."""
+    if command[0] == "python":
+        return [sys.executable, *command[1:]]
+    assert command[0] == "torchrun", command
+    return [sys.executable, "-m", "torch.distributed.run", *command[1:]]
 
-    extracted = tmp_path / "extracted" / script
-    extracted.parent.mkdir()
-    result = tool("extract", log, "-o", extracted)
-    assert result.returncode == 0, result.stderr
-    assert extracted.read_bytes() == (REPO / script).read_bytes()
+
+def checked(result):
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def new_log(logs, before):
+    """The one log that appeared in the folder `logs` since the set of paths `before`."""
+    (log,) = set(logs.glob("*.txt")) - before
+    return log
+
+
+@dataclasses.dataclass
+class RealRun:
+    script: str  # its name
+    source: bytes  # the bytes that ran
+    world_size: int
+    args: list
+    logs: Path
+    log: Path
+
+
+def first_run(script, world_size, shard_folder, folder, *extra):
+    """Run a copy of a track script from its folder the way a user does; return the run and its log."""
+    checkout = folder / "checkout"
+    checkout.mkdir()
+    source = (REPO / script).read_bytes()
+    (checkout / script).write_bytes(source)
+    logs = folder / "logs"
+    args = [*TINY_ARGS, f"--train_files={shard_folder}/tiny_train_*.bin",
+            f"--val_files={shard_folder}/tiny_val_*.bin", f"--logs_dir={logs}", *extra]
+    launch = ["python"] if world_size == 1 else ["torchrun", "--standalone", f"--nproc_per_node={world_size}"]
+    checked(subprocess.run(runnable([*launch, script, *args]), cwd=checkout, env=CHILD_ENV, capture_output=True,
+                           text=True, timeout=600))
+    return RealRun(script, source, world_size, args, logs, new_log(logs, set()))
+
+
+def extract_and_run(run, folder):
+    """`extract` the run's log, then run the very command it printed; return (command, script, new log)."""
+    script = folder / "extracted" / run.script
+    script.parent.mkdir()
+    result = checked(tool("extract", run.log, "-o", script))
     command = shlex.split(result.stdout.strip())
-    prefix = ["python"] if world_size == 1 else ["torchrun", "--standalone", f"--nproc_per_node={world_size}"]
-    assert command == [*prefix, str(extracted), *args]
+    before = set(run.logs.glob("*.txt"))
+    checked(subprocess.run(runnable(command), cwd=folder, env=CHILD_ENV, capture_output=True, text=True,
+                           timeout=600))
+    return command, script, new_log(run.logs, before)
 
-    second = subprocess.run([*launcher(world_size), *command[len(prefix):]], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=900)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    (new_log,) = [p for p in logs.glob("*.txt") if p != log]
+
+def rerun(run, *extra):
+    """`rerun` the run's log (really launching it); return (the launch argv it printed, the new log)."""
+    before = set(run.logs.glob("*.txt"))
+    result = checked(tool("rerun", run.log, *(["--", *extra] if extra else [])))
+    assert "warning" not in result.stderr  # the log was written on this very machine
+    return shlex.split(result.stdout.splitlines()[0]), new_log(run.logs, before)
+
+
+@pytest.fixture(scope="module")
+def run_a(tiny_shards, tmp_path_factory):
+    return first_run("train_gpt.py", 1, tiny_shards, tmp_path_factory.mktemp("run_a"))
+
+
+@pytest.fixture(scope="module")
+def run_b(run_a, tmp_path_factory):
+    return extract_and_run(run_a, tmp_path_factory.mktemp("run_b"))
+
+
+@pytest.fixture(scope="module")
+def run_c(run_a):
+    return rerun(run_a, "--seed=1")
+
+
+@pytest.fixture(scope="module")
+def run_d(tiny_shards, tmp_path_factory):
+    return first_run("train_gpt.py", 2, tiny_shards, tmp_path_factory.mktemp("run_d"), "--num_iterations=1")
+
+
+def test_real_log_is_parsed(run_a):
+    log = load_tool_module().load_log(run_a.log)
+    assert log.script_name == "train_gpt.py"
+    assert log.source == run_a.source
+    assert log.header["world_size"] == "1"
+    assert log.header["command"].startswith("python train_gpt.py --device=cpu ")
+    assert json.loads(log.header["argv"]) == ["train_gpt.py", *run_a.args]
+    assert log.header["cuda"] == "none" and log.header["gpu"] == "none"
+    assert "startup" not in log.header and "warmup" not in log.header
+    assert log.hparams["num_layers"] == "12" and len(log.hparams["window_pattern"]) == 12
+    assert log.hparams["seed"] == "0" and log.hparams["compile"] == "false"
+    assert [(row["step"], "step_avg" in row) for row in log.steps if "val_loss" in row] == [
+        (0, False), (1, True), (2, True)]
+    assert [row["step"] for row in log.steps if "train_loss" in row] == [1, 2]
+    assert log.peak_allocated_mib is None and log.stopped is None
+    assert math.isfinite(float(log.last("val_loss")))
+
+
+def test_real_extract_round_trips_byte_for_byte(run_a, run_b):
+    command, script, _ = run_b
+    assert script.read_bytes() == run_a.source
+    assert command == ["python", str(script), *run_a.args]
+
+
+def test_printed_command_reproduces_every_loss(run_a, run_b):
+    command, script, log_b = run_b
+    assert losses(log_b)[-1] == losses(run_a.log)[-1] == (2, "val_loss", final_val_loss(run_a.log))
+    assert losses(log_b) == losses(run_a.log)
+    log = load_tool_module().load_log(log_b)
+    assert log.source == run_a.source and log.script_name == "train_gpt.py"
+    assert json.loads(log.header["argv"]) == [str(script), *run_a.args]
+
+
+def test_rerun_passes_extra_args_through_and_diff_shows_the_change(run_a, run_c):
+    launched, log_c = run_c
+    assert launched[0] == sys.executable and Path(launched[1]).name == "train_gpt.py"
+    assert launched[2:] == [*run_a.args, "--seed=1"]
+    assert load_tool_module().load_log(log_c).hparams["seed"] == "1"
+    assert final_val_loss(log_c) != final_val_loss(run_a.log)  # so equal losses above mean something
+
+    result = checked(tool("diff", run_a.log, log_c))
+    lines = result.stdout.splitlines()
+    assert lines == [f"scripts are identical (train_gpt.py, {len(run_a.source)} bytes)", "hyperparameters:",
+                     "- seed: 0", "+ seed: 1"]
+
+
+def with_header_values(log_path, out, **values):
+    """Copy a log to `out` with some header lines (after the separator only) given new values."""
+    data = log_path.read_bytes()
+    match, _ = load_tool_module().find_separator(data)
+    tail = data[match.end():].decode()
+    for key, value in values.items():
+        tail, count = re.subn(rf"^{key}: .*$", f"{key}: {value}", tail, count=1, flags=re.M)
+        assert count == 1, key
+    out.write_bytes(data[:match.end()] + tail.encode())
+    return out
+
+
+def test_rerun_of_real_log_warns_about_an_edited_environment(run_a, tmp_path):
+    clean = checked(tool("rerun", "--dry-run", run_a.log))
+    assert clean.stderr == ""
+    edited = with_header_values(run_a.log, tmp_path / "edited.txt", torch="2.5.1+cu124", gpu="NVIDIA H100 x8")
+    result = checked(tool("rerun", "--dry-run", edited))
+    here = this_environment()
+    assert result.stderr.splitlines() == [
+        f"warning: torch differs: log has 2.5.1+cu124, this machine has {here['torch']}",
+        f"warning: gpu differs: log has NVIDIA H100 x8, this machine has {here['gpu']}",
+    ]
+    assert shlex.split(result.stdout.splitlines()[-1])[2:] == run_a.args
+
+
+def test_compare_real_logs_with_fixed_final_losses(run_a, tmp_path):
+    from scipy import stats
+
+    fixed = [3.2791, 3.2702, 3.2755, 3.2738, 3.2689]
+    data = run_a.log.read_text()
+    final = f"step:2/2 val_loss:{final_val_loss(run_a.log)} "
+    assert data.count(final) == 1
+    group = tmp_path / "record"
+    group.mkdir()
+    for i, loss in enumerate(fixed):
+        (group / f"run{i}.txt").write_text(data.replace(final, f"step:2/2 val_loss:{loss} "))
+    result = checked(tool("compare", group, "--target", "3.28", "--png", tmp_path / "curves.png"))
+
+    # by hand: mean 3.2735; deviations .0056 -.0033 .0020 .0003 -.0046, squares (31.36 + 10.89 + 4.00 + 0.09
+    # + 21.16)e-6 = 67.5e-6; s = sqrt(67.5e-6 / 4) = 0.0041079; t = -0.0065 / (s / sqrt(5)) = -3.53815
+    n, mean = 5, 3.2735
+    s = math.sqrt(67.5e-6 / 4)
+    t = (mean - 3.28) / (s / math.sqrt(n))
+    assert abs(sum(fixed) / n - mean) < 1e-12
+    assert abs(sum((x - mean) ** 2 for x in fixed) - 67.5e-6) < 1e-12
+    assert t == pytest.approx(-3.53815, abs=1e-5)
+    p = stats.ttest_1samp(fixed, 3.28, alternative="less").pvalue
+    assert p == pytest.approx(stats.t.cdf(t, n - 1), rel=1e-9)
+
+    fields, line = parse_group_line(result.stdout, str(group))
+    assert int(fields["n"]) == 5
+    assert float(fields["mean"]) == pytest.approx(mean, abs=1e-6)
+    assert float(fields["std"]) == pytest.approx(s, abs=1e-6)
+    assert float(fields["t"]) == pytest.approx(t, abs=1e-4)
+    assert float(fields["p"]) == pytest.approx(p, rel=1e-4)
+    assert p == pytest.approx(0.012027, abs=1e-6) and "p >= 0.01" in line  # just short of a record
+
+    log = load_tool_module().load_log(run_a.log)
+    train_s = float(log.last("train_time")[:-2]) / 1000
+    step_avg = float(log.last("step_avg")[:-2])
+    for i, loss in enumerate(fixed):
+        row = (rf"^{re.escape(str(group / f'run{i}.txt'))}\s+{loss}\s+{train_s:.3f}\s+{step_avg:.2f}\s+2/2"
+               r"\s+n/a\s*$")  # CPU runs log no peak memory
+        assert re.search(row, result.stdout, re.M), result.stdout
+    png = (tmp_path / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+
+@pytest.mark.parametrize("args", [["extract"], ["rerun"], ["rerun", "--dry-run"], ["diff", "A"], ["diff", "B"],
+                                  ["compare"]])
+def test_real_non_log_files_are_one_line_errors(run_a, tmp_path, args):
+    source_only = tmp_path / "source_only.txt"  # a log cut before its separator line
+    source_only.write_bytes(run_a.log.read_bytes()[:len(run_a.source) + 1])
+    script = tmp_path / "train_gpt.py"  # the script quotes the separator text itself
+    script.write_bytes(run_a.source)
+    for not_log in [script, source_only]:
+        if args[0] == "diff":
+            argv = ["diff", not_log, run_a.log] if args[1] == "A" else ["diff", run_a.log, not_log]
+        else:
+            argv = [*args, not_log]
+        result = tool(*argv, cwd=tmp_path)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr == f'error: {not_log} is not a run log (no "end of source" separator line)\n'
+        assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source_only.txt", "train_gpt.py"]  # nothing new
+
+
+def test_two_process_run_extracts_and_reruns_under_torchrun(run_d, tmp_path):
+    log = load_tool_module().load_log(run_d.log)
+    assert log.header["world_size"] == "2"
+    assert log.header["command"].startswith("torchrun --standalone --nproc_per_node=2 train_gpt.py ")
+    assert log.hparams["grad_accum_steps"] == "1" and log.hparams["num_iterations"] == "1"
+    assert [(row["step"], key) for row in log.steps for key in ("val_loss", "train_loss") if key in row] == [
+        (0, "val_loss"), (1, "train_loss"), (1, "val_loss")]
+    assert log.source == run_d.source
+
+    result = checked(tool("extract", run_d.log, "-o", tmp_path / "train_gpt.py"))
+    assert (tmp_path / "train_gpt.py").read_bytes() == run_d.source
+    assert shlex.split(result.stdout) == ["torchrun", "--standalone", "--nproc_per_node=2",
+                                          str(tmp_path / "train_gpt.py"), *run_d.args]
+    result = checked(tool("rerun", "--dry-run", run_d.log, "--", "--seed=3"))
+    launched = shlex.split(result.stdout.splitlines()[-1])
+    assert launched[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert Path(launched[5]).name == "train_gpt.py" and launched[6:] == [*run_d.args, "--seed=3"]
+
+
+def test_medium_track_extracts_and_reruns_to_the_same_loss(tiny_shards, tmp_path):
+    if not (REPO / "train_gpt_medium.py").exists():
+        pytest.skip("train_gpt_medium.py is not in the repository yet")
+    run = first_run("train_gpt_medium.py", 1, tiny_shards, tmp_path)
+    command, script, log = extract_and_run(run, tmp_path)
+    assert script.read_bytes() == run.source
+    assert load_tool_module().load_log(run.log).source == run.source
+    assert command == ["python", str(script), *run.args]
     assert losses(log)[-1][1] == "val_loss"
-    assert losses(new_log) == losses(log)
-    assert load_tool_module().load_log(new_log).source == (REPO / script).read_bytes()
+    assert losses(log) == losses(run.log)
+    assert load_tool_module().load_log(log).script_name == "train_gpt_medium.py"
