@@ -261,19 +261,23 @@ def launch_argv(command):
 
 def cmd_extract(args):
     log = load_log(args.log)
-    out = write_script(log, args.output or default_script_name(log), args.force)
+    out = Path(args.output or default_script_name(log))
+    command = reproduce_command(log, out)  # a bad header is reported before anything is written
+    write_script(log, out, args.force)
     print(f"wrote {out} ({len(log.source)} bytes)", file=sys.stderr)
-    print(shlex.join(reproduce_command(log, out)))
+    print(shlex.join(command))
     return 0
 
 
 def cmd_rerun(args):
     log = load_log(args.log)
+    reproduce_command(log, "SCRIPT")  # a bad header is reported before the warnings
     for line in environment_warnings(log, current_environment()):
         print(line, file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
-        out = write_script(log, args.output or Path(tmp) / default_script_name(log), args.force)
+        out = Path(args.output or Path(tmp) / default_script_name(log))
         command = launch_argv(reproduce_command(log, out)) + args.extra
+        write_script(log, out, args.force)
         print(shlex.join(command), flush=True)
         if args.dry_run:
             return 0

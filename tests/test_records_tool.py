@@ -384,6 +384,24 @@ def test_reproduce_command_follows_the_recorded_launch(tmp_path, world_size, com
     assert module.reproduce_command(module.load_log(path), "S") == [*expected, "--a=1"]
 
 
+@pytest.mark.parametrize("line, replacement, message", [
+    (r"^world_size: .*$", "world_size: two", "unreadable header"),
+    (r"^world_size: .*$", "world_size: 0", "world_size 0 is not positive"),
+    (r"^command: .*$", "command: python 'train_gpt.py", "unreadable header"),
+    (r"^argv: .*$", 'argv: {"a": 1}', "argv line is not a JSON list"),
+    (r"^argv: .*$", 'argv: ["x.py", 3]', "argv line is not a JSON list of strings"),
+    (r"^argv: .*$", "argv: [not json", "argv line is not a JSON list"),
+])
+def test_bad_header_values_are_one_line_errors(tmp_path, line, replacement, message):
+    log = make_log(tmp_path / "run.txt")
+    log.write_text(re.sub(line, replacement, log.read_text(), count=1, flags=re.M))
+    for args in (["extract", log, "-o", tmp_path / "x.py"], ["rerun", "--dry-run", log]):
+        result = tool(*args)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: {log}: {message}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "x.py").exists()  # nothing written before the error
+
+
 def test_extract_writes_the_recorded_script_name_without_folders(tmp_path):
     log = make_log(tmp_path / "run.txt", script="train_gpt_medium.py")
     log.write_bytes(log.read_bytes().replace(b"end of source: train_gpt_medium.py",
