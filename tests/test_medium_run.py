@@ -1,0 +1,93 @@
+"""train_gpt_medium.py end to end on CPU: 2 processes == 1 process with 2 micro-steps, loss falls, log holds the source."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "train_gpt_medium.py"
+sys.path.insert(0, str(REPO_ROOT / "data"))
+import shards  # noqa: E402
+
+TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
+        "--val_seq_len=256", "--val_tokens=1024", "--num_iterations=4", "--val_loss_every=2"]
+VAL_LINE = re.compile(r"^step:(\d+)/4 val_loss:(\S+) train_time:\S+", re.MULTILINE)
+
+
+def documents(rng, n: int) -> np.ndarray:
+    """Documents of skewed tokens from a small vocabulary: easy to learn a little of in a few steps."""
+    parts, total = [], 0
+    while total < n:
+        length = int(rng.integers(60, 400))
+        parts.append(np.concatenate([[shards.EOT], rng.zipf(1.5, length - 1).clip(1, 3000)]))
+        total += length
+    return np.concatenate(parts)[:n]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same training as 2 processes x 1 micro-step and as 1 process x 2 micro-steps (with a profile)."""
+    root = tmp_path_factory.mktemp("medium_run")
+    rng = np.random.default_rng(0)
+    shards.write_shard(root / "run_train_000001.bin", documents(rng, 1 << 15))
+    shards.write_shard(root / "run_val_000000.bin", documents(rng, 4096))
+    data = [f"--train_files={root}/run_train_*.bin", f"--val_files={root}/run_val_*.bin", f"--logs_dir={root}/logs"]
+    launchers = {"two_ranks": ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"],
+                               ["--grad_accum_steps=1", "--warmup_steps=1"]),
+                 "one_rank": ([sys.executable], ["--grad_accum_steps=2", "--warmup_steps=2", "--profile_steps=1"])}
+    results = {}
+    for name, (launcher, extra) in launchers.items():  # one thread per process, as torchrun sets it
+        result = subprocess.run([*launcher, str(SCRIPT), *TINY, *data, *extra, f"--run_id={name}"], cwd=root,
+                                capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        results[name] = (result, (root / "logs" / f"{name}.txt").read_bytes())
+    return results
+
+
+def val_losses(log: bytes) -> dict:
+    return {int(step): float(loss) for step, loss in VAL_LINE.findall(log.decode())}
+
+
+def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
+    two, one = val_losses(runs["two_ranks"][1]), val_losses(runs["one_rank"][1])
+    assert sorted(two) == sorted(one) == [0, 2, 4]
+    assert abs(two[4] - one[4]) / one[4] < 1e-4
+
+
+def test_validation_loss_falls(runs):
+    losses = val_losses(runs["one_rank"][1])
+    assert losses[0] == pytest.approx(np.log(50304), abs=1e-3)  # zero-initialised head: uniform
+    assert losses[4] < losses[2] < losses[0] - 0.2
+
+
+def test_log_starts_with_the_exact_source_then_the_header(runs):
+    source = SCRIPT.read_bytes()
+    for name, (_, log) in runs.items():
+        separator = f"==================== end of source: train_gpt_medium.py, {len(source)} bytes "
+        head, _, rest = log.partition(separator.encode())
+        assert head == source
+        header = rest.decode().splitlines()[1:]
+        launcher = "torchrun --standalone --nproc_per_node=2" if name == "two_ranks" else "python"
+        assert header[2].startswith(f"command: {launcher} ")
+        assert f"world_size: {2 if name == 'two_ranks' else 1}" in header
+        assert "  num_layers: 16" in header and "  compile: false" in header
+
+
+def test_console_and_log_explain_the_time(runs):
+    result, log = runs["one_rank"]
+    text = log.decode()
+    assert re.search(r"^startup: model and optimizers built at [\d.]+s; [\d,]+ matmul params, [\d.e+]+ FLOPs per step$",
+                     text, re.MULTILINE)
+    assert re.search(r"^step:4/4 val_loss:\S+ train_time:\d+ms step_avg:[\d.]+ms tokens/s:\d+ mfu:[\d.]+%$", text,
+                     re.MULTILINE)
+    assert re.search(r"^time: startup [\d.]+s, training [\d.]+s, validation [\d.]+s, total [\d.]+s$", text,
+                     re.MULTILINE)
+    profile = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
+    assert "Self CPU" in profile and "aten::mm" in profile
+    assert "profile of" not in result.stdout  # the table stays in the log
+    assert "step:4/4 val_loss" in result.stdout
