@@ -256,9 +256,10 @@ class Muon(torch.optim.Optimizer):
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
             rows, cols = params[0].shape[-2:]
-            scalars = [torch.tensor(value, dtype=torch.float32) for value in  # tensors: no recompiles
-                       (group["momentum"], group["lr"] * max(1.0, rows / cols) ** 0.5,
-                        1 - group["lr"] * group["weight_decay"])]
+            lr = group["lr"] * max(1.0, rows / cols) ** 0.5
+            # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
+            scalars = [torch.tensor(value, dtype=torch.float32)
+                       for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
             for p, grad in zip(owned, grad_shard):
                 state = self.state[p]
                 if not state:  # the low bits of a fresh bf16 weight are zero
