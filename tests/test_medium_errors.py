@@ -141,7 +141,8 @@ def test_one_error_line_and_exit_status_2(name, folder, results):
 
 
 def test_the_shard_cases_really_are_the_shard_readers_errors(folder):
-    texts = {name: shard_error(folder / f"{name}.bin") for name in ["magic", "version", "truncated", "corrupt", "short"]}
+    names = ["magic", "version", "truncated", "corrupt", "short"]
+    texts = {name: shard_error(folder / f"{name}.bin") for name in names}
     assert "not a speedrun shard" in texts["magic"] and "unsupported shard version 2" in texts["version"]
     assert "truncated" in texts["truncated"] and "corrupt" in texts["corrupt"] and "shorter" in texts["short"]
 

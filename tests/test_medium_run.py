@@ -1,4 +1,4 @@
-"""train_gpt_medium.py end to end on CPU: 2 processes == 1 process with 2 micro-steps, loss falls, log holds the source."""
+"""train_gpt_medium.py end to end on CPU: 2 ranks == 1 rank with 2 micro-steps, loss falls, log holds the source."""
 
 import os
 import re
