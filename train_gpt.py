@@ -858,6 +858,20 @@ def sync(device: torch.device):
         torch.cuda.synchronize()
 
 
+def mark(device: torch.device):
+    """A point on the device's timeline (a CUDA event: the host does not wait for queued work)."""
+    if device.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def ms_between(start, end) -> float:
+    """Milliseconds between two marks; both must have been reached (after a sync or a .item())."""
+    return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
+
+
 # ----------------------------------------------------------------------------------------------
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
 
@@ -922,17 +936,18 @@ def main():
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     training_ms, unreported, failed_step = 0.0, None, None
     sync(device)
-    t0 = time.perf_counter()
+    t0, t0_mark = time.perf_counter(), mark(device)
 
     def report_train() -> bool:
         """Log the last step's loss, which waits for it; False (and stop) when it is not finite.
-        Reading it one step late lets the host queue the next step while this one runs."""
+        Reading it one step late lets the host queue the next step while this one runs; the step's
+        time comes from a mark placed when it ended, not from when its loss is read."""
         nonlocal unreported, failed_step
         if unreported is None:
             return True
-        step, loss = unreported
-        value, unreported = loss.item(), None
-        elapsed = training_ms + 1000 * (time.perf_counter() - t0)
+        step, loss, end_mark = unreported
+        value, unreported = loss.item(), None  # waits for the queued work, so end_mark is reached
+        elapsed = training_ms + ms_between(t0_mark, end_mark)
         log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
                   f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
         if not math.isfinite(value):
@@ -955,7 +970,7 @@ def main():
                          f" mfu:{100 * mfu:.1f}%")
             log.write(line)
             sync(device)
-            t0 = time.perf_counter()
+            t0, t0_mark = time.perf_counter(), mark(device)
         if last_step:
             break
         loss = train_step(model, optimizers, batches, step, args, grad_accum_steps, windows)
@@ -963,7 +978,7 @@ def main():
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if not report_train():
             break
-        unreported = (step + 1, loss)
+        unreported = (step + 1, loss, mark(device))
     if failed_step is not None:
         log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
                   "the data")
