@@ -872,8 +872,113 @@ def ms_between(start, end) -> float:
     return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
 
 
+class TrainingClock:
+    """The speedrun clock: it runs during training steps and stops for validation."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.total_ms = device, 0.0
+
+    def start(self):
+        sync(self.device)
+        self.started, self.started_mark = time.perf_counter(), mark(self.device)
+
+    def stop(self):
+        sync(self.device)
+        self.total_ms += 1000 * (time.perf_counter() - self.started)
+
+    def ms_at(self, end_mark) -> float:
+        return self.total_ms + ms_between(self.started_mark, end_mark)
+
+
+def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
+    """Log a step's loss, read one step late so the host can queue the next step meanwhile; the
+    step's time comes from a mark placed when it ended. False when the loss is not finite."""
+    step, loss, end_mark = pending
+    value = loss.item()  # waits for the queued work, so end_mark is reached
+    elapsed = clock.ms_at(end_mark)
+    log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
+              f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
+    return math.isfinite(value)
+
+
+def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
+                    tokens_per_step: int, flops_per_step: float, world_size: int) -> str:
+    line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
+    if step:
+        step_avg = training_ms / step
+        mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+        line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
+                 f" mfu:{100 * mfu:.1f}%")
+    return line
+
+
 # ----------------------------------------------------------------------------------------------
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
+
+
+def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    return device, Comm(rank, world_size)
+
+
+def open_log(args: Hyperparameters, rank: int, world_size: int):
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    if rank != 0:
+        return NullLog()
+    run_id = args.run_id or str(uuid.uuid4())
+    with open(__file__, "rb") as f:
+        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    print(f"log: {log.path}", flush=True)
+    log.header(args, run_id, world_size)
+    return log
+
+
+def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
+           args: Hyperparameters, rank: int, world_size: int, device: torch.device):
+    """Compile and run the training and validation paths, then restore the initial state."""
+    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
+    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+    for step in range(args.warmup_steps):
+        train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+    if args.warmup_steps:
+        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+    raw_model.load_state_dict(initial_state["model"])
+    for opt, state in zip(optimizers, initial_state["opts"]):
+        opt.load_state_dict(state)
+    sync(device)
+
+
+def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, args: Hyperparameters,
+          rank: int, world_size: int, device: torch.device, flops_per_step: float) -> int | None:
+    """Training steps with validation every val_loss_every steps and at the end.
+    Returns the step whose loss was not finite (the run stops there), else None."""
+    tokens_per_step = world_size * args.grad_accum_steps * args.train_seq_len
+    clock, pending = TrainingClock(device), None
+    clock.start()
+    for step in range(args.num_iterations + 1):
+        last_step = step == args.num_iterations
+        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
+            if pending is not None and not log_train_loss(log, pending, clock, args):
+                return pending[0]
+            pending = None
+            clock.stop()
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops_per_step,
+                                      world_size))
+            clock.start()
+        if last_step:
+            return None
+        loss = train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+        if world_size > 1:
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+        if pending is not None and not log_train_loss(log, pending, clock, args):
+            return pending[0]
+        pending = (step + 1, loss, mark(device))
 
 
 def main():
@@ -881,30 +986,16 @@ def main():
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     check_settings(args, world_size)
-    args.grad_accum_steps = grad_accum_steps = args.grad_accum_steps or 8 // world_size
-    train_files, val_files = check_data(args, world_size, grad_accum_steps)
+    args.grad_accum_steps = args.grad_accum_steps or 8 // world_size
+    train_files, val_files = check_data(args, world_size, args.grad_accum_steps)
     if args.check_only:
         if rank == 0:
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
-    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if world_size > 1:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                **(dict(device_id=device) if device.type == "cuda" else {}))
-    comm = Comm(rank, world_size)
-
-    run_id = args.run_id or str(uuid.uuid4())
-    log = NullLog()
-    if rank == 0:
-        with open(__file__, "rb") as f:
-            log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
-        print(f"log: {log.path}", flush=True)
-        log.header(args, run_id, world_size)
+    device, comm = init_distributed(args, rank, local_rank, world_size)
+    log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
-
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
@@ -912,77 +1003,20 @@ def main():
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
                for w in range(1, window_blocks(args.num_iterations, args) + 1)}
-
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s")
 
-    # Warmup: compile and run the training and validation paths, then restore the initial state.
-    start_time = time.perf_counter()
-    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
-    warmup_batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    for step in range(args.warmup_steps):
-        train_step(model, optimizers, warmup_batches, step, args, grad_accum_steps, windows)
-    if args.warmup_steps:
-        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
-    raw_model.load_state_dict(initial_state["model"])
-    for opt, state in zip(optimizers, initial_state["opts"]):
-        opt.load_state_dict(state)
-    del initial_state, warmup_batches
-    sync(device)
-    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - start_time:.1f}s "
+    warmup_start = time.perf_counter()
+    warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size, device)
+    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 
-    tokens_per_step = world_size * grad_accum_steps * args.train_seq_len
-    flops_per_step = 6 * matmul_params(raw_model) * tokens_per_step
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    training_ms, unreported, failed_step = 0.0, None, None
-    sync(device)
-    t0, t0_mark = time.perf_counter(), mark(device)
-
-    def report_train() -> bool:
-        """Log the last step's loss, which waits for it; False (and stop) when it is not finite.
-        Reading it one step late lets the host queue the next step while this one runs; the step's
-        time comes from a mark placed when it ended, not from when its loss is read."""
-        nonlocal unreported, failed_step
-        if unreported is None:
-            return True
-        step, loss, end_mark = unreported
-        value, unreported = loss.item(), None  # waits for the queued work, so end_mark is reached
-        elapsed = training_ms + ms_between(t0_mark, end_mark)
-        log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
-                  f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
-        if not math.isfinite(value):
-            failed_step = step
-        return failed_step is None
-
-    for step in range(args.num_iterations + 1):
-        last_step = step == args.num_iterations
-        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
-            if not report_train():
-                break
-            sync(device)
-            training_ms += 1000 * (time.perf_counter() - t0)
-            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
-            line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
-            if step:
-                step_avg = training_ms / step
-                mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
-                line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
-                         f" mfu:{100 * mfu:.1f}%")
-            log.write(line)
-            sync(device)
-            t0, t0_mark = time.perf_counter(), mark(device)
-        if last_step:
-            break
-        loss = train_step(model, optimizers, batches, step, args, grad_accum_steps, windows)
-        if world_size > 1:
-            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
-        if not report_train():
-            break
-        unreported = (step + 1, loss, mark(device))
+    flops_per_step = 6 * matmul_params(raw_model) * world_size * args.grad_accum_steps * args.train_seq_len
+    failed_step = train(model, optimizers, batches, val_tokens, windows, log, args, rank, world_size, device,
+                        flops_per_step)
     if failed_step is not None:
         log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
                   "the data")
-
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
