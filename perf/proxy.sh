@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The proxy benchmark of BENCH.md on one GPU: a cold run, a warm run (compile cache in place) and the
+# full batch (8 micro-steps per step), then a summary table.
+# Usage (on the device, repo root, proxy shards in data/proxy/): bash perf/proxy.sh short|medium OUT_DIR [overrides]
+#   short:  train_gpt.py, proxy-400 (48K tokens per step)     medium: train_gpt_medium.py, proxy-300 (64K)
+set -uo pipefail
+source "$(dirname "$0")/proxy_common.sh"
+track=${1:?short or medium}; out=${2:?output folder}; shift 2
+steps=$(proxy_steps "$track") || exit 2
+proxy_run "$track" "$out" cold --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
+proxy_run "$track" "$out" warm --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
+proxy_run "$track" "$out" fullbatch --num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 "$@"
+proxy_summary "$out" cold warm fullbatch

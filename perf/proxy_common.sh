@@ -1,0 +1,25 @@
+# Shared by perf/proxy.sh and perf/ab.sh: the proxy data settings, one logged run, the summary table.
+PROXY_DATA=(--train_files='data/proxy/proxy_train_*.bin' --val_files='data/proxy/proxy_val_*.bin' --val_tokens=2097152)
+
+proxy_steps() {  # the proxy schedule length of a track
+    case $1 in short) echo 400 ;; medium) echo 300 ;; *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;; esac
+}
+
+proxy_run() {  # track, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
+    local script=train_gpt.py; [ "$1" = medium ] && script=train_gpt_medium.py
+    local out=$2 name=$3; shift 3
+    mkdir -p "$out"
+    local t0; t0=$(date +%s.%N)
+    PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
+        awk -v t0="$t0" '/^step:0\// && !seen { "date +%s.%N" | getline now; printf "start_to_first_step_s: %.1f\n", now - t0; seen = 1 } { print; fflush() }' |
+        tee "$out/$name.out"
+}
+
+proxy_summary() {  # out dir, run names...: one line per run
+    local out=$1; shift
+    echo "== summary: run | start to first step | val lines (step, loss, step_avg) | peak memory"
+    for name in "$@"; do
+        local f="$out/$name.out"; [ -f "$f" ] || continue
+        echo "$name | $(grep -m1 start_to_first_step_s "$f") | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
+    done
+}
