@@ -122,7 +122,7 @@ def format_value(value) -> str:
 def help_text() -> str:
     lines = ["usage: torchrun --standalone --nproc_per_node=N train_gpt_medium.py [--name=value ...]", ""]
     for f in dataclasses.fields(Hyperparameters):
-        lines.append(f"  --{f.name}={format_value(f.default):<40} {f.metadata['help']}")
+        lines.append(f"{'  --' + f.name + '=' + format_value(f.default):<58} {f.metadata['help']}")
     return "\n".join(lines)
 
 
