@@ -812,8 +812,140 @@ def sync(device: torch.device):
         torch.cuda.synchronize()
 
 
+def mark(device: torch.device):
+    """A point on the device's timeline (a CUDA event: the host does not wait for queued work)."""
+    if device.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def ms_between(start, end) -> float:
+    """Milliseconds between two marks; both must have been reached (after a sync or a .item())."""
+    return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
+
+
+class TrainingClock:
+    """The speedrun clock: it runs during training steps and stops for validation. The time it spends
+    stopped is kept as validation_s, for the run's closing time line."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.total_ms, self.validation_s, self.stopped = device, 0.0, 0.0, None
+
+    def start(self):
+        sync(self.device)
+        self.started, self.started_mark = time.perf_counter(), mark(self.device)
+        if self.stopped is not None:
+            self.validation_s += self.started - self.stopped
+
+    def stop(self):
+        sync(self.device)
+        self.stopped = time.perf_counter()
+        self.total_ms += 1000 * (self.stopped - self.started)
+
+    def ms_at(self, end_mark) -> float:
+        return self.total_ms + ms_between(self.started_mark, end_mark)
+
+
+def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
+    """Log a step's loss, read one step late so the host can queue the next step meanwhile; the
+    step's time comes from a mark placed when it ended. False when the loss is not finite."""
+    step, loss, end_mark = pending
+    value = loss.item()  # waits for the queued work, so end_mark is reached
+    elapsed = clock.ms_at(end_mark)
+    log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
+              f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
+    return math.isfinite(value)
+
+
+def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
+                    tokens_per_step: int, flops: float, world_size: int) -> str:
+    line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
+    if step:
+        step_avg = training_ms / step
+        mfu = flops / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+        line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
+                 f" mfu:{100 * mfu:.1f}%")
+    return line
+
+
 # ----------------------------------------------------------------------------------------------
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
+
+
+def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    return device, Comm(rank, world_size)
+
+
+def open_log(args: Hyperparameters, rank: int, world_size: int):
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    if rank != 0:
+        return NullLog()
+    run_id = args.run_id or str(uuid.uuid4())
+    with open(__file__, "rb") as f:
+        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    print(f"log: {log.path}", flush=True)
+    log.header(args, run_id, world_size)
+    return log
+
+
+def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
+           args: Hyperparameters, rank: int, world_size: int, device: torch.device) -> str | None:
+    """Compile and run the training and validation paths, then restore the initial state. The last
+    profile_steps warmup steps run under torch.profiler; returns its table (None when there are none)."""
+    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
+    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+
+    def run_steps(steps):
+        for step in steps:
+            train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+
+    unprofiled = args.warmup_steps - args.profile_steps
+    run_steps(range(unprofiled))
+    table = None
+    if args.profile_steps:
+        table = profile_table(lambda: run_steps(range(unprofiled, args.warmup_steps)), device)
+    if args.warmup_steps:
+        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+    raw_model.load_state_dict(initial_state["model"])
+    for opt, state in zip(optimizers, initial_state["opts"]):
+        opt.load_state_dict(state)
+    sync(device)
+    return table
+
+
+def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
+          args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> int | None:
+    """Training steps with validation every val_loss_every steps and at the end, timed by clock.
+    Returns the step whose loss was not finite (the run stops there), else None."""
+    tokens_per_step = world_size * args.grad_accum_steps * args.train_seq_len
+    pending = None
+    clock.start()
+    for step in range(args.num_iterations + 1):
+        last_step = step == args.num_iterations
+        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
+            if pending is not None and not log_train_loss(log, pending, clock, args):
+                return pending[0]
+            pending = None
+            clock.stop()
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops, world_size))
+            clock.start()
+        if last_step:
+            return None
+        loss = train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+        if world_size > 1:
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+        if pending is not None and not log_train_loss(log, pending, clock, args):
+            return pending[0]
+        pending = (step + 1, loss, mark(device))
 
 
 def main():
@@ -821,30 +953,16 @@ def main():
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     check_settings(args, world_size)
-    args.grad_accum_steps = grad_accum_steps = args.grad_accum_steps or 8 // world_size
-    train_files, val_files = check_data(args, world_size, grad_accum_steps)
+    args.grad_accum_steps = args.grad_accum_steps or 8 // world_size
+    train_files, val_files = check_data(args, world_size, args.grad_accum_steps)
     if args.check_only:
         if rank == 0:
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
-    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if world_size > 1:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                **(dict(device_id=device) if device.type == "cuda" else {}))
-    comm = Comm(rank, world_size)
-
-    run_id = args.run_id or str(uuid.uuid4())
-    log = NullLog()
-    if rank == 0:
-        with open(__file__, "rb") as f:
-            log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
-        print(f"log: {log.path}", flush=True)
-        log.header(args, run_id, world_size)
+    device, comm = init_distributed(args, rank, local_rank, world_size)
+    log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
-
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
@@ -852,89 +970,28 @@ def main():
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
                for w in range(1, window_blocks(args.num_iterations, args) + 1)}
-    tokens_per_step = world_size * grad_accum_steps * args.train_seq_len
-    flops = flops_per_step(raw_model, args, tokens_per_step)
+    flops = flops_per_step(raw_model, args, world_size * args.grad_accum_steps * args.train_seq_len)
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s; "
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
-    # Warmup: compile and run the training and validation paths, then restore the initial state.
-    start_time = time.perf_counter()
-    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
-    warmup_batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-
-    def warmup(steps):
-        for step in steps:
-            train_step(model, optimizers, warmup_batches, step, args, grad_accum_steps, windows)
-
-    unprofiled = args.warmup_steps - args.profile_steps
-    warmup(range(unprofiled))
-    if args.profile_steps:
-        table = profile_table(lambda: warmup(range(unprofiled, args.warmup_steps)), device)
-        log.write(f"profile of warmup steps {unprofiled}-{args.warmup_steps - 1}:\n{table}", console=False)
-    if args.warmup_steps:
-        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
-    raw_model.load_state_dict(initial_state["model"])
-    for opt, state in zip(optimizers, initial_state["opts"]):
-        opt.load_state_dict(state)
-    del initial_state, warmup_batches
-    sync(device)
+    warmup_start = time.perf_counter()
+    table = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size, device)
+    if table is not None:
+        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
+                  f"\n{table}", console=False)
     startup_s = time.perf_counter() - PROCESS_START
-    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - start_time:.1f}s "
+    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {startup_s:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    training_ms, validation_s, unreported, failed_step = 0.0, 0.0, None, None
-    sync(device)
-    t0 = time.perf_counter()
-
-    def report_train() -> bool:
-        """Log the last step's loss, which waits for it; False (and stop) when it is not finite.
-        Reading it one step late lets the host queue the next step while this one runs."""
-        nonlocal unreported, failed_step
-        if unreported is None:
-            return True
-        step, loss = unreported
-        value, unreported = loss.item(), None
-        elapsed = training_ms + 1000 * (time.perf_counter() - t0)
-        log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
-                  f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
-        if not math.isfinite(value):
-            failed_step = step
-        return failed_step is None
-
-    for step in range(args.num_iterations + 1):
-        last_step = step == args.num_iterations
-        if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
-            if not report_train():
-                break
-            sync(device)
-            stopped = time.perf_counter()
-            training_ms += 1000 * (stopped - t0)
-            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
-            line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
-            if step:
-                step_avg = training_ms / step
-                mfu = flops / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
-                line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
-                         f" mfu:{100 * mfu:.1f}%")
-            log.write(line)
-            sync(device)
-            t0 = time.perf_counter()
-            validation_s += t0 - stopped
-        if last_step:
-            break
-        loss = train_step(model, optimizers, batches, step, args, grad_accum_steps, windows)
-        if world_size > 1:
-            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
-        if not report_train():
-            break
-        unreported = (step + 1, loss)
+    clock = TrainingClock(device)
+    failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
+                        device, flops)
     if failed_step is not None:
         log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
                   "the data")
-
-    log.write(f"time: startup {startup_s:.1f}s, training {training_ms / 1000:.1f}s, "
-              f"validation {validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
+    log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "
+              f"validation {clock.validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
