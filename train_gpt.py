@@ -73,6 +73,8 @@ class Hyperparameters:
     muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
     muon_momentum_warmup_steps: int = setting(300, "steps of linear momentum warmup")
     muon_weight_decay: float = setting(0.0, "Muon decoupled weight decay")
+    ns_coefficients: str = setting("jordan", "Newton-Schulz coefficients: jordan (fixed, 2024) or polar_express "
+                                   "(per iteration, 2025)")
     adam_lr: float = setting(0.008, "base Adam learning rate (times the multipliers below)")
     adam_beta1: float = setting(0.8, "Adam beta1")
     adam_beta2: float = setting(0.95, "Adam beta2")
@@ -259,16 +261,26 @@ def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: flo
 # Optimizers: Muon for hidden matrices, Adam for the rest; both shard their work across ranks
 
 
-def orthogonalize(g: Tensor, steps: int = 5) -> Tensor:
-    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16.
-    Coefficients from Keller Jordan's Muon (2024). g: (B, rows, cols)."""
-    a, b, c = 3.4445, -4.7750, 2.0315
+JORDAN_COEFFICIENTS = ((3.4445, -4.7750, 2.0315),) * 5  # Keller Jordan's Muon (2024): one quintic, 5 times
+# Polar Express (Amsel, Persson, Musco, Gower 2025): 5 steps, safety factor 2e-2, cushion 2, as in modded-nanogpt
+POLAR_EXPRESS_COEFFICIENTS = ((8.156554524902461, -22.48329292557795, 15.878769915207462),
+                              (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+                              (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+                              (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+                              (2.3465413258596377, -1.7097828382687081, 0.42323551169305323))
+# --ns_coefficients: the per-step (a, b, c) of x -> a x + b x^3 + c x^5, and the factor on the Frobenius norm
+NS_COEFFICIENTS = {"jordan": (JORDAN_COEFFICIENTS, 1.0), "polar_express": (POLAR_EXPRESS_COEFFICIENTS, 1.02)}
+
+
+def orthogonalize(g: Tensor, coefficients: tuple = JORDAN_COEFFICIENTS, norm_scale: float = 1.0) -> Tensor:
+    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16, one per
+    (a, b, c) in coefficients, after dividing by the Frobenius norm times norm_scale. g: (B, rows, cols)."""
     x = g.bfloat16()
     transposed = x.size(-2) > x.size(-1)
     if transposed:
         x = x.mT
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-    for _ in range(steps):
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) * norm_scale + 1e-7)
+    for a, b, c in coefficients:
         xxt = sym_matmul(x)
         poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
         x = a * x + poly @ x
@@ -305,15 +317,18 @@ def wait_all(handles):
 
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix.
-    Same-shape parameters form a group; each rank orthogonalises its share of a group's matrices."""
+    Same-shape parameters form a group; each rank orthogonalises its share of a group's matrices.
+    ns_coefficients names an entry of NS_COEFFICIENTS."""
 
-    def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm):
+    def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm,
+                 ns_coefficients: str = "jordan"):
         by_shape = {}
         for p in params:
             by_shape.setdefault(tuple(p.shape), []).append(p)
         groups = [dict(params=group) for group in by_shape.values()]
         super().__init__(groups, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
         self.comm = comm
+        self.coefficients, self.norm_scale = NS_COEFFICIENTS[ns_coefficients]
 
     @torch.no_grad()
     def step(self):
@@ -341,7 +356,7 @@ class Muon(torch.optim.Optimizer):
             buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(grad))
             buf.lerp_(grad, 1 - group["momentum"])
             grad.lerp_(buf, group["momentum"])
-        update = orthogonalize(grad_shard.flatten(0, -3)).view_as(grad_shard)
+        update = orthogonalize(grad_shard.flatten(0, -3), self.coefficients, self.norm_scale).view_as(grad_shard)
         rows, cols = grad_shard.shape[-2:]
         values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
         values.mul_(1 - group["lr"] * group["weight_decay"])
@@ -846,7 +861,7 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
                    dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
                    dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
     optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
-                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm)]
+                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients)]
     for opt in optimizers:
         for group in opt.param_groups:
             group["initial_lr"] = group["lr"]

@@ -190,7 +190,11 @@ def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_kerne
 
 
 # ----------------------------------------------------------------------------------------------
-# orthogonalize: quintic Newton-Schulz in bf16 approximates U V^T of the SVD
+# orthogonalize: quintic Newton-Schulz in bf16 approximates U V^T of the SVD, with either coefficient set
+
+# Per set: the singular values' band and the least cosine with U V^T. Jordan's quintic leaves singular values
+# roughly in [0.68, 1.2]; Polar Express's last step equioscillates, mapping [1e-3, 1] into [0.859, 1.141].
+BANDS = {"jordan": (0.6, 1.3, 0.97), "polar_express": (0.8, 1.2, 0.99)}
 
 
 def polar_factor(g):
@@ -202,39 +206,83 @@ def cosine(a, b):
     return (a * b).sum((-2, -1)) / (a.norm(dim=(-2, -1)) * b.norm(dim=(-2, -1)))
 
 
+def orthogonalize(g, name):
+    return train_gpt.orthogonalize(g, *train_gpt.NS_COEFFICIENTS[name])
+
+
+@pytest.mark.parametrize("name", list(BANDS))
 @pytest.mark.parametrize("shape", [(3, 64, 32), (2, 32, 96), (1, 192, 48), (2, 4, 8)])
-def test_orthogonalize_approximates_u_vt(shape):
+def test_orthogonalize_approximates_u_vt(shape, name):
+    low, high, least_cosine = BANDS[name]
     g = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
-    out = train_gpt.orthogonalize(g)
+    out = orthogonalize(g, name)
     assert out.dtype == torch.bfloat16 and out.shape == g.shape
     singular_values = torch.linalg.svdvals(out.double())
-    assert singular_values.min() > 0.6 and singular_values.max() < 1.3
-    assert (cosine(out.double(), polar_factor(g)) > 0.97).all()
+    assert singular_values.min() > low and singular_values.max() < high
+    assert (cosine(out.double(), polar_factor(g)) > least_cosine).all()
 
 
-def test_orthogonalize_square_matrices_with_spread_spectrum():
+@pytest.mark.parametrize("name", list(BANDS))
+def test_orthogonalize_square_matrices_with_spread_spectrum(name):
+    low, high, least_cosine = BANDS[name]
     gen = torch.Generator().manual_seed(11)
     u = torch.linalg.qr(torch.randn(2, 48, 48, generator=gen))[0]
     v = torch.linalg.qr(torch.randn(2, 48, 48, generator=gen))[0]
     spectrum = torch.logspace(0, -1.3, 48)  # condition number 20
     g = u @ torch.diag_embed(spectrum.expand(2, 48)) @ v.mT
-    out = train_gpt.orthogonalize(g).double()
+    out = orthogonalize(g, name).double()
     singular_values = torch.linalg.svdvals(out)
-    assert singular_values.min() > 0.6 and singular_values.max() < 1.3
-    assert (cosine(out, polar_factor(g)) > 0.97).all()
+    assert singular_values.min() > low and singular_values.max() < high
+    assert (cosine(out, polar_factor(g)) > least_cosine).all()
 
 
-def test_orthogonalize_ignores_scale_and_commutes_with_transpose():
+@pytest.mark.parametrize("shape", [(4, 64, 32), (4, 32, 96), (2, 48, 48), (2, 128, 128), (1, 256, 64)])
+def test_polar_express_is_closer_to_u_vt_than_jordan(shape):
+    """On random Gaussian matrices, square ones included (their smallest singular values are near 0)."""
+    g = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape) + 1))
+    exact = polar_factor(g)
+    error = {name: (orthogonalize(g, name).double() - exact).norm(dim=(-2, -1)) / exact.norm(dim=(-2, -1))
+             for name in BANDS}
+    assert (error["polar_express"] < 0.7 * error["jordan"]).all(), error
+
+
+def test_default_is_jordans_fixed_quintic_five_times_bit_for_bit():
+    """The default must stay exactly what Muon computed before there were coefficient sets."""
+    g = torch.randn(2, 24, 40, generator=torch.Generator().manual_seed(13))
+    x = g.bfloat16()
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for _ in range(5):
+        a = x @ x.mT
+        x = 3.4445 * x + (2.0315 * (a @ a.mT) + -4.7750 * a) @ x  # as sym_matmul's CPU path orders it
+    assert torch.equal(train_gpt.orthogonalize(g), x)
+    assert torch.equal(orthogonalize(g, "jordan"), x)
+
+
+def test_polar_express_coefficients_as_published():
+    """Amsel et al. 2025 for 5 steps, safety factor 2e-2, cushion 2 (the values in modded-nanogpt and nanochat)."""
+    coefficients, norm_scale = train_gpt.NS_COEFFICIENTS["polar_express"]
+    assert len(coefficients) == 5 and norm_scale == 1.02
+    assert coefficients[0] == (8.156554524902461, -22.48329292557795, 15.878769915207462)
+    assert coefficients[-1] == (2.3465413258596377, -1.7097828382687081, 0.42323551169305323)
+    y = torch.linspace(1e-3, 1, 100_001, dtype=torch.float64)
+    for a, b, c in coefficients:
+        y = a * y + b * y ** 3 + c * y ** 5
+    # the composition maps [1e-3, 1] into [1 - e, 1 + e], touching both ends (a wrong leading digit breaks this)
+    assert 0.858 < y.min() < 0.86 and 1.14 < y.max() < 1.142
+
+
+@pytest.mark.parametrize("name", list(BANDS))
+def test_orthogonalize_ignores_scale_and_commutes_with_transpose(name):
     g = torch.randn(2, 40, 24, generator=torch.Generator().manual_seed(12))
-    out = train_gpt.orthogonalize(g)
-    assert torch.equal(train_gpt.orthogonalize(g.mT), out.mT)
-    assert torch.equal(train_gpt.orthogonalize(g * 1024), out)  # a power of two scales every rounding alike
-    scaled = train_gpt.orthogonalize(g * 1000)
+    out = orthogonalize(g, name)
+    assert torch.equal(orthogonalize(g.mT, name), out.mT)
+    assert torch.equal(orthogonalize(g * 1024, name), out)  # a power of two scales every rounding alike
+    scaled = orthogonalize(g * 1000, name)
     assert (cosine(scaled.double(), out.double()) > 0.99).all()
 
 
-def test_orthogonalize_of_zero_is_zero():
+@pytest.mark.parametrize("name", list(BANDS))
+def test_orthogonalize_of_zero_is_zero(name):
     """Muon pads its stacks with zero matrices; they must stay zero, not turn into NaN."""
-    out = train_gpt.orthogonalize(torch.zeros(2, 16, 8))
+    out = orthogonalize(torch.zeros(2, 16, 8), name)
     assert torch.equal(out, torch.zeros_like(out))
-

@@ -30,7 +30,8 @@ def make_grads(shapes, steps, seed):
     return [[torch.randn(*shape, generator=gen) for shape in shapes] for _ in range(steps)]
 
 
-def reference_muon(params, grads_per_step, lrs, momentums, weight_decay, nesterov=True, shape_scale=True):
+def reference_muon(params, grads_per_step, lrs, momentums, weight_decay, nesterov=True, shape_scale=True,
+                   ns_coefficients="jordan"):
     """Nesterov momentum, orthogonalised update scaled by max(1, rows/cols)^0.5, decoupled weight decay."""
     params = [p.detach().clone() for p in params]
     buffers = [torch.zeros_like(p) for p in params]
@@ -39,7 +40,7 @@ def reference_muon(params, grads_per_step, lrs, momentums, weight_decay, nestero
             buffers[i] = momentum * buffers[i] + (1 - momentum) * g
             direction = momentum * buffers[i] + (1 - momentum) * g if nesterov else buffers[i]
             matrices = direction.reshape(-1, *direction.shape[-2:])
-            update = train_gpt.orthogonalize(matrices).float().view_as(p)
+            update = train_gpt.orthogonalize(matrices, *train_gpt.NS_COEFFICIENTS[ns_coefficients]).float().view_as(p)
             rows, cols = p.shape[-2:]
             scale = max(1.0, rows / cols) ** 0.5 if shape_scale else 1.0
             params[i] = p * (1 - lr * weight_decay) - lr * scale * update
@@ -91,6 +92,24 @@ def test_muon_reference_tolerance_tells_nesterov_and_shape_scale_apart():
     for variant in [dict(nesterov=False), dict(shape_scale=False)]:
         other = reference_muon([start], *schedule, **variant)[0]
         assert (other - params[0].detach()).abs().max() > 10 * tolerance, variant
+
+
+def test_muon_with_polar_express_coefficients_matches_reference():
+    params = make_params(MUON_SHAPES, 6)
+    start = [p.detach().clone() for p in params]
+    grads = make_grads(MUON_SHAPES, 2, 7)
+    opt = Muon(params, lr=0.1, momentum=0.9, weight_decay=0.0, comm=Comm(0, 1), ns_coefficients="polar_express")
+    for step_grads in grads:
+        for p, g in zip(params, step_grads):
+            p.grad = g.clone()
+        opt.step()
+    schedule = (grads, [0.1, 0.1], [0.9, 0.9], 0.0)
+    expected = reference_muon(start, *schedule, ns_coefficients="polar_express")
+    jordan = reference_muon(start, *schedule)
+    for p, e, j, s in zip(params, expected, jordan, start):
+        tolerance = 2e-3 * (e - s).abs().max()
+        torch.testing.assert_close(p.detach(), e, rtol=0, atol=tolerance)
+        assert (j - p.detach()).abs().max() > 10 * tolerance  # the coefficients are really used
 
 
 def reference_adam(params, grads_per_step, lrs, betas, eps):
@@ -177,6 +196,17 @@ def test_build_optimizers_groups_and_learning_rates():
     assert not muon_params & adam_params
     assert all(p.ndim >= 2 for g in muon.param_groups for p in g["params"])
     assert all(g["initial_lr"] == g["lr"] for opt in (adam, muon) for g in opt.param_groups)
+
+
+def test_build_optimizers_passes_the_newton_schulz_coefficients():
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    muon = train_gpt.build_optimizers(model, args, Comm(0, 1))[1]
+    assert (muon.coefficients, muon.norm_scale) == (train_gpt.JORDAN_COEFFICIENTS, 1.0)
+    args.ns_coefficients = "polar_express"
+    muon = train_gpt.build_optimizers(model, args, Comm(0, 1))[1]
+    assert (muon.coefficients, muon.norm_scale) == (train_gpt.POLAR_EXPRESS_COEFFICIENTS, 1.02)
 
 
 # ----------------------------------------------------------------------------------------------
