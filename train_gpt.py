@@ -75,6 +75,9 @@ class Hyperparameters:
     muon_weight_decay: float = setting(0.0, "Muon decoupled weight decay")
     ns_coefficients: str = setting("jordan", "Newton-Schulz coefficients: jordan (fixed, 2024) or polar_express "
                                    "(per iteration, 2025)")
+    muon_variant: str = setting("muon", "muon, or normuon (per-neuron second-moment normalisation after "
+                                "orthogonalisation)")
+    normuon_beta2: float = setting(0.95, "NorMuon: EMA decay of each neuron's mean square update")
     adam_lr: float = setting(0.008, "base Adam learning rate (times the multipliers below)")
     adam_beta1: float = setting(0.8, "Adam beta1")
     adam_beta2: float = setting(0.95, "Adam beta2")
@@ -315,18 +318,36 @@ def wait_all(handles):
             handle.wait()
 
 
+def neuron_mean_square(update: Tensor) -> Tensor:
+    """Mean square of an update (..., rows, cols) per index of its longer side, as in modded-nanogpt's NorMuon:
+    U V^T of a wide matrix has unit-norm rows, so only its columns can differ (tall: the reverse). Our (dim, hidden)
+    MLP weights thus get one value per hidden unit: fc_w's output neurons (x @ W), proj_w's input ones (x @ W^T);
+    square matrices get one per row (q, k, v: output neurons; o, used as y @ W: input channels)."""
+    return update.square().mean(-1 if update.size(-2) >= update.size(-1) else -2, keepdim=True)
+
+
+def normuon_scale(update: Tensor, second_moment: Tensor, beta2: float) -> Tensor:
+    """NorMuon (Li et al. 2025): update the EMA second_moment of neuron_mean_square(update), divide each neuron by
+    its root, then rescale each matrix to the Frobenius norm it had (which also makes bias correction moot)."""
+    second_moment.lerp_(neuron_mean_square(update), 1 - beta2)
+    scaled = update * second_moment.clamp_min(1e-10).rsqrt()
+    ratio = update.norm(dim=(-2, -1), keepdim=True) / scaled.norm(dim=(-2, -1), keepdim=True).clamp_min(1e-10)
+    return scaled * ratio
+
+
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix.
     Same-shape parameters form a group; each rank orthogonalises its share of a group's matrices.
-    ns_coefficients names an entry of NS_COEFFICIENTS."""
+    ns_coefficients names an entry of NS_COEFFICIENTS; a normuon_beta2 turns on NorMuon's scaling."""
 
     def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm,
-                 ns_coefficients: str = "jordan"):
+                 ns_coefficients: str = "jordan", normuon_beta2: float | None = None):
         by_shape = {}
         for p in params:
             by_shape.setdefault(tuple(p.shape), []).append(p)
         groups = [dict(params=group) for group in by_shape.values()]
-        super().__init__(groups, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        super().__init__(groups, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      normuon_beta2=normuon_beta2))
         self.comm = comm
         self.coefficients, self.norm_scale = NS_COEFFICIENTS[ns_coefficients]
 
@@ -357,6 +378,8 @@ class Muon(torch.optim.Optimizer):
             buf.lerp_(grad, 1 - group["momentum"])
             grad.lerp_(buf, group["momentum"])
         update = orthogonalize(grad_shard.flatten(0, -3), self.coefficients, self.norm_scale).view_as(grad_shard)
+        if group["normuon_beta2"] is not None:
+            update = self._normuon(group, owned, update)
         rows, cols = grad_shard.shape[-2:]
         values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
         values.mul_(1 - group["lr"] * group["weight_decay"])
@@ -364,6 +387,14 @@ class Muon(torch.optim.Optimizer):
         if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
             torch._foreach_copy_(owned, list(values[:len(owned)]))
         return values
+
+    def _normuon(self, group, owned: list[Tensor], update: Tensor) -> Tensor:
+        """NorMuon's per-neuron scaling of this rank's orthogonalised updates, in float32 (padding stays zero)."""
+        update = update.float()
+        for p, matrix in zip(owned, update):
+            second_moment = self.state[p].setdefault("second_moment", torch.zeros_like(neuron_mean_square(matrix)))
+            matrix.copy_(normuon_scale(matrix, second_moment, group["normuon_beta2"]))
+        return update
 
 
 class ShardedAdam(torch.optim.Optimizer):
@@ -861,7 +892,8 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
                    dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
                    dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
     optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
-                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients)]
+                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients,
+                       args.normuon_beta2 if args.muon_variant == "normuon" else None)]
     for opt in optimizers:
         for group in opt.param_groups:
             group["initial_lr"] = group["lr"]

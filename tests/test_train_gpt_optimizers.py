@@ -1,6 +1,7 @@
 """train_gpt.py, section "Optimizers" (Muon, ShardedAdam, Comm) and the lr / momentum schedules they follow:
 world size 1 against hand-written updates, and 2 gloo processes against world size 1."""
 
+import copy
 import socket
 import sys
 from pathlib import Path
@@ -30,17 +31,37 @@ def make_grads(shapes, steps, seed):
     return [[torch.randn(*shape, generator=gen) for shape in shapes] for _ in range(steps)]
 
 
+def reference_normuon(update, second_moment, beta2):
+    """One NorMuon step on one matrix, written per neuron: a neuron is a row of a tall or square matrix and a column
+    of a wide one; v_i <- beta2 v_i + (1 - beta2) mean(u_i^2), u_i <- u_i / sqrt(v_i), then the whole matrix is
+    brought back to the Frobenius norm it had. Returns the new update and v."""
+    rows, cols = update.shape
+    neurons = update.double() if rows >= cols else update.double().T
+    second_moment = beta2 * second_moment + (1 - beta2) * torch.stack([(u * u).mean() for u in neurons])
+    scaled = torch.stack([u / second_moment[i].sqrt() for i, u in enumerate(neurons)])
+    scaled = scaled * (neurons.norm() / scaled.norm())
+    return (scaled if rows >= cols else scaled.T), second_moment
+
+
 def reference_muon(params, grads_per_step, lrs, momentums, weight_decay, nesterov=True, shape_scale=True,
-                   ns_coefficients="jordan"):
-    """Nesterov momentum, orthogonalised update scaled by max(1, rows/cols)^0.5, decoupled weight decay."""
+                   ns_coefficients="jordan", normuon_beta2=None):
+    """Nesterov momentum, orthogonalised update scaled by max(1, rows/cols)^0.5, decoupled weight decay;
+    with normuon_beta2, each orthogonalised matrix goes through reference_normuon first."""
     params = [p.detach().clone() for p in params]
     buffers = [torch.zeros_like(p) for p in params]
+    second_moments = [[torch.zeros(max(p.shape[-2:]), dtype=torch.float64)] * (p.numel() // p.shape[-2:].numel())
+                      for p in params]
     for grads, lr, momentum in zip(grads_per_step, lrs, momentums):
         for i, (p, g) in enumerate(zip(params, grads)):
             buffers[i] = momentum * buffers[i] + (1 - momentum) * g
             direction = momentum * buffers[i] + (1 - momentum) * g if nesterov else buffers[i]
             matrices = direction.reshape(-1, *direction.shape[-2:])
             update = train_gpt.orthogonalize(matrices, *train_gpt.NS_COEFFICIENTS[ns_coefficients]).float().view_as(p)
+            if normuon_beta2 is not None:
+                normalized = [reference_normuon(u, v, normuon_beta2) for u, v in zip(update.reshape_as(matrices),
+                                                                                     second_moments[i])]
+                update = torch.stack([u for u, _ in normalized]).float().view_as(p)
+                second_moments[i] = [v for _, v in normalized]
             rows, cols = p.shape[-2:]
             scale = max(1.0, rows / cols) ** 0.5 if shape_scale else 1.0
             params[i] = p * (1 - lr * weight_decay) - lr * scale * update
@@ -110,6 +131,110 @@ def test_muon_with_polar_express_coefficients_matches_reference():
         tolerance = 2e-3 * (e - s).abs().max()
         torch.testing.assert_close(p.detach(), e, rtol=0, atol=tolerance)
         assert (j - p.detach()).abs().max() > 10 * tolerance  # the coefficients are really used
+
+
+# ----------------------------------------------------------------------------------------------
+# NorMuon: per-neuron second-moment normalisation of the orthogonalised update
+
+
+@pytest.mark.parametrize("shape", [(16, 8), (8, 24), (12, 12), (3, 8, 12)])
+def test_normuon_scale_matches_the_per_neuron_reference_for_three_steps(shape):
+    grads = torch.randn(3, *shape, generator=torch.Generator().manual_seed(20))
+    updates = train_gpt.orthogonalize(grads.reshape(-1, *shape[-2:])).float().view_as(grads)
+    second_moment = torch.zeros_like(train_gpt.neuron_mean_square(updates[0]))
+    count = 3 if len(shape) == 3 else 1
+    references = [torch.zeros(max(shape[-2:]), dtype=torch.float64)] * count
+    for update in updates:  # three steps of one parameter: a matrix, or a stack of 3
+        out = train_gpt.normuon_scale(update, second_moment, 0.9)
+        for k, (matrix, normalized) in enumerate(zip(update.view(count, *shape[-2:]), out.view(count, *shape[-2:]))):
+            expected, references[k] = reference_normuon(matrix, references[k], 0.9)
+            torch.testing.assert_close(normalized.double(), expected, rtol=1e-5, atol=1e-7)
+            # the Frobenius norm is kept, and every neuron has one scale, proportional to 1 / sqrt(v_i)
+            assert normalized.norm().item() == pytest.approx(matrix.norm().item(), rel=1e-5)
+            before, after = (matrix, normalized) if shape[-2] >= shape[-1] else (matrix.T, normalized.T)
+            scale = after.norm(dim=1) / before.norm(dim=1)
+            torch.testing.assert_close(after, scale[:, None] * before, rtol=1e-5, atol=1e-7)
+            inverse_root = scale.double() * references[k].sqrt()
+            torch.testing.assert_close(inverse_root, inverse_root[:1].expand_as(inverse_root), rtol=1e-5, atol=0)
+            assert scale.max() > 1.1 * scale.min()  # and the scales do differ between neurons
+    assert second_moment.shape == ((*shape[:-1], 1) if shape[-2] >= shape[-1] else (*shape[:-2], 1, shape[-1]))
+
+
+def test_normuon_neurons_of_the_mlp_weights_are_the_hidden_units():
+    """Both (dim, hidden) MLP matrices get one second moment per hidden unit; square ones per row."""
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32)
+    mlp = train_gpt.MLP(args.model_dim, 4 * args.model_dim)
+    for w in (mlp.fc_w, mlp.proj_w):
+        assert train_gpt.neuron_mean_square(w).shape == (1, 4 * args.model_dim)
+    qkvo = torch.empty(4, args.num_heads * args.head_dim, args.model_dim)
+    assert train_gpt.neuron_mean_square(qkvo).shape == (4, args.num_heads * args.head_dim, 1)
+
+
+def test_normuon_scale_of_a_zero_update_is_zero():
+    """Muon's zero padding, or a zero-initialised matrix before its first gradient: no NaN."""
+    second_moment = torch.zeros(1, 24)
+    out = train_gpt.normuon_scale(torch.zeros(8, 24), second_moment, 0.95)
+    assert torch.equal(out, torch.zeros(8, 24)) and torch.equal(second_moment, torch.zeros(1, 24))
+
+
+def run_muon(params, grads, schedule, **options):
+    opt = Muon(params, lr=0.05, momentum=0.95, weight_decay=0.0, comm=Comm(0, 1), **options)
+    for group in opt.param_groups:
+        group["initial_lr"] = group["lr"]
+    for step, step_grads in enumerate(grads):
+        train_gpt.set_schedules([opt], step, schedule)
+        step_on(opt, params, step_grads)
+    return opt
+
+
+def step_on(opt, params, grads):
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    opt.step()
+    return [p.detach().clone() for p in params]
+
+
+@pytest.mark.parametrize("ns_coefficients", ["jordan", "polar_express"])
+def test_muon_with_normuon_matches_reference(ns_coefficients):
+    schedule = Hyperparameters(num_iterations=3, muon_momentum_warmup_steps=2)  # momentum 0.85, 0.90, 0.95
+    lrs = [0.05, 0.05, 0.05 * train_gpt.lr_multiplier(2, schedule)]
+    params = make_params(MUON_SHAPES, 21)
+    start = [p.detach().clone() for p in params]
+    grads = make_grads(MUON_SHAPES, 3, 22)
+    opt = run_muon(params, grads, schedule, ns_coefficients=ns_coefficients, normuon_beta2=0.9)
+    reference = (start, grads, lrs, [0.85, 0.90, 0.95], 0.0)
+    expected = reference_muon(*reference, ns_coefficients=ns_coefficients, normuon_beta2=0.9)
+    plain = reference_muon(*reference, ns_coefficients=ns_coefficients)
+    for p, e, m, s in zip(params, expected, plain, start):
+        tolerance = 2e-3 * (e - s).abs().max()
+        torch.testing.assert_close(p.detach(), e, rtol=0, atol=tolerance)
+        assert (m - p.detach()).abs().max() > 10 * tolerance  # NorMuon really changed the step
+    assert all(set(state) == {"momentum_buffer", "second_moment"} for state in opt.state.values())
+
+
+def test_normuon_state_goes_through_the_warmup_state_dict_round_trip():
+    """warmup() saves state_dict() before its steps and loads it back after them; a round trip later in a run
+    must bring the second moments back too, so that the next step is the one without a round trip."""
+    params = make_params(MUON_SHAPES, 23)
+    start = [p.detach().clone() for p in params]
+    grads = make_grads(MUON_SHAPES, 4, 24)
+    opt = Muon(params, lr=0.05, momentum=0.95, weight_decay=0.0, comm=Comm(0, 1), normuon_beta2=0.95)
+    initial_state = copy.deepcopy(opt.state_dict())
+    first = step_on(opt, params, grads[0])
+    step_on(opt, params, grads[1])
+    saved_params, saved_state = [p.detach().clone() for p in params], copy.deepcopy(opt.state_dict())
+    expected = step_on(opt, params, grads[2])
+    step_on(opt, params, grads[3])  # moves the second moments on
+
+    for restore_params, state, step_grads, result in [(saved_params, saved_state, grads[2], expected),
+                                                      (start, initial_state, grads[0], first)]:
+        with torch.no_grad():
+            torch._foreach_copy_(params, restore_params)
+        opt.load_state_dict(state)
+        kept = {i: opt.state[p]["second_moment"] for i, p in enumerate(params) if p in opt.state}
+        assert kept.keys() == state["state"].keys()  # all five after two steps, none before the first
+        assert all(torch.equal(second_moment, state["state"][i]["second_moment"]) for i, second_moment in kept.items())
+        assert all(torch.equal(got, want) for got, want in zip(step_on(opt, params, step_grads), result))
 
 
 def reference_adam(params, grads_per_step, lrs, betas, eps):
@@ -209,6 +334,18 @@ def test_build_optimizers_passes_the_newton_schulz_coefficients():
     assert (muon.coefficients, muon.norm_scale) == (train_gpt.POLAR_EXPRESS_COEFFICIENTS, 1.02)
 
 
+def test_build_optimizers_turns_normuon_on_only_for_its_variant():
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128,
+                           normuon_beta2=0.9)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    muon = train_gpt.build_optimizers(model, args, Comm(0, 1))[1]
+    assert [g["normuon_beta2"] for g in muon.param_groups] == [None] * len(muon.param_groups)
+    args.muon_variant = "normuon"
+    muon = train_gpt.build_optimizers(model, args, Comm(0, 1))[1]
+    assert [g["normuon_beta2"] for g in muon.param_groups] == [0.9] * len(muon.param_groups)
+
+
 # ----------------------------------------------------------------------------------------------
 # Two gloo processes: each rank has its own gradients; the sharded step must equal one process stepping
 # on their average. Three Muon groups hold a single matrix, so rank 1 owns only padding there (as ranks 6
@@ -224,11 +361,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_optimizers(rank, world_size, grads_of_rank):
-    """Both optimizers for STEPS steps; grads_of_rank(step, rank) gives this rank's gradients."""
+def stepped_optimizers(rank, world_size, grads_of_rank, **muon_options):
+    """Both optimizers after STEPS steps; grads_of_rank(step, rank) gives this rank's gradients.
+    Returns the Muon parameters, the Adam ones and the Muon optimizer."""
     comm = Comm(rank, world_size)
     muon_params, adam_params = make_params(MUON_SHAPES, 10), make_params([(6, 3), (8,), (2, 4)], 11)
-    muon = Muon(muon_params, lr=0.05, momentum=0.9, weight_decay=0.0, comm=comm)
+    muon = Muon(muon_params, lr=0.05, momentum=0.9, weight_decay=0.0, comm=comm, **muon_options)
     adam = ShardedAdam([dict(params=adam_params[:2], lr=0.02), dict(params=adam_params[2:], lr=0.1)],
                        (0.8, 0.95), 1e-10, comm)
     for step in range(STEPS):
@@ -237,6 +375,12 @@ def run_optimizers(rank, world_size, grads_of_rank):
             p.grad = g.clone()
         muon.step()
         adam.step()
+    return muon_params, adam_params, muon
+
+
+def run_optimizers(rank, world_size, grads_of_rank, **muon_options):
+    """The parameters after stepped_optimizers, Muon's first."""
+    muon_params, adam_params, _ = stepped_optimizers(rank, world_size, grads_of_rank, **muon_options)
     return [p.detach().clone() for p in muon_params + adam_params]
 
 
@@ -272,3 +416,36 @@ def test_two_gloo_processes_match_one_process(tmp_path):
         scale = (expected - first.detach()).abs().max()
         assert scale > 0
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-3 * scale)
+
+
+NORMUON = dict(normuon_beta2=0.9)
+
+
+def normuon_gloo_worker(rank, port, out_dir):
+    """Each rank saves its parameters and the state keys of each Muon matrix it keeps state for."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    try:
+        muon_params, adam_params, muon = stepped_optimizers(rank, WORLD, rank_grads, **NORMUON)
+        kept = {i: sorted(muon.state[p]) for i, p in enumerate(muon_params) if muon.state[p]}
+        torch.save(dict(params=[p.detach().clone() for p in muon_params + adam_params], kept=kept),
+                   f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_processes_match_one_process_with_normuon(tmp_path):
+    """NorMuon's second moments are sharded like the momentum: each rank keeps them for its own matrices only."""
+    mp.spawn(normuon_gloo_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
+    single = run_optimizers(0, 1, mean_grads, **NORMUON)
+    plain = run_optimizers(0, 1, mean_grads)
+    start = make_params(MUON_SHAPES, 10) + make_params([(6, 3), (8,), (2, 4)], 11)
+    for result in ranks:
+        for got, expected, first in zip(result["params"], single, start):
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-3 * (expected - first.detach()).abs().max())
+    for expected, other, first in zip(single[:len(MUON_SHAPES)], plain, start):
+        assert (expected - other).abs().max() > 1e-2 * (expected - first.detach()).abs().max()
+    keys = ["momentum_buffer", "second_moment"]
+    # groups by shape: (16, 8) x2 split over both ranks; (8, 24), (24, 8), (3, 8, 12) x1 each, owned by rank 0
+    assert ranks[0]["kept"] == {0: keys, 2: keys, 3: keys, 4: keys}
+    assert ranks[1]["kept"] == {1: keys}
