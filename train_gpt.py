@@ -741,6 +741,11 @@ def check_settings(args: Hyperparameters, world_size: int):
     if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
         raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
                          f"({args.num_layers} letters)")
+    for name, allowed in [("ns_coefficients", list(NS_COEFFICIENTS)), ("muon_variant", ["muon", "normuon"])]:
+        if getattr(args, name) not in allowed:
+            raise SetupError(f"--{name}={getattr(args, name)}: use {' or '.join(allowed)}")
+    if not 0 <= args.normuon_beta2 < 1:
+        raise SetupError(f"--normuon_beta2={args.normuon_beta2} must be in [0, 1)")
     if args.val_tokens % (world_size * args.val_seq_len) != 0:
         raise SetupError(f"--val_tokens={args.val_tokens} is not a multiple of world_size x val_seq_len = "
                          f"{world_size * args.val_seq_len}; change --val_tokens or --val_seq_len")

@@ -1,6 +1,8 @@
 """train_gpt.py, section "Hyperparameters": record defaults, --name=value parsing, --help, errors."""
 
 import dataclasses
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -129,3 +131,40 @@ def test_explicit_grad_accum_steps_is_kept(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true", "--grad_accum_steps=3"])
     train_gpt.main()
     assert seen == dict(accum=3)
+
+
+# ----------------------------------------------------------------------------------------------
+# Optimizer variants prepared for an A/B: off by default, and a wrong name is one error line
+
+
+def test_optimizer_variants_default_to_the_record_method():
+    args = Hyperparameters()
+    assert (args.ns_coefficients, args.muon_variant, args.normuon_beta2) == ("jordan", "muon", 0.95)
+
+
+@pytest.mark.parametrize("ns_coefficients", sorted(train_gpt.NS_COEFFICIENTS))
+@pytest.mark.parametrize("muon_variant", ["muon", "normuon"])
+def test_every_optimizer_variant_passes_the_checks(ns_coefficients, muon_variant):
+    args = parse_args([f"--ns_coefficients={ns_coefficients}", f"--muon_variant={muon_variant}", "--device=cpu"])
+    train_gpt.check_settings(args, 8)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(ns_coefficients="polar"), "--ns_coefficients=polar: use jordan or polar_express"),
+    (dict(ns_coefficients="Jordan"), "--ns_coefficients=Jordan: use jordan or polar_express"),
+    (dict(muon_variant="adamuon"), "--muon_variant=adamuon: use muon or normuon"),
+    (dict(normuon_beta2=1.0), "--normuon_beta2=1.0 must be in [0, 1)"),
+    (dict(normuon_beta2=-0.5), "--normuon_beta2=-0.5 must be in [0, 1)"),
+])
+def test_optimizer_variant_errors_name_the_allowed_values(overrides, message):
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
+    assert str(error.value) == message
+
+
+def test_script_with_an_unknown_muon_variant_prints_one_error_line():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "train_gpt.py"), "--device=cpu", "--muon_variant=nor"],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == "error: --muon_variant=nor: use muon or normuon"
