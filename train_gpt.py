@@ -392,8 +392,10 @@ class Muon(torch.optim.Optimizer):
         """NorMuon's per-neuron scaling of this rank's orthogonalised updates, in float32 (padding stays zero)."""
         update = update.float()
         for p, matrix in zip(owned, update):
-            second_moment = self.state[p].setdefault("second_moment", torch.zeros_like(neuron_mean_square(matrix)))
-            matrix.copy_(normuon_scale(matrix, second_moment, group["normuon_beta2"]))
+            state = self.state[p]
+            if "second_moment" not in state:
+                state["second_moment"] = torch.zeros_like(neuron_mean_square(matrix))
+            matrix.copy_(normuon_scale(matrix, state["second_moment"], group["normuon_beta2"]))
         return update
 
 
