@@ -95,6 +95,7 @@ class Hyperparameters:
     run_id: str = setting("", "log name (default: a fresh uuid)")
     peak_tflops: float = setting(989.0, "per-GPU dense bf16 peak used for the MFU estimate")
     check_only: bool = setting(False, "check settings, data and device, then exit")
+    profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
 
 
 class SetupError(Exception):
@@ -728,13 +729,17 @@ def check_settings(args: Hyperparameters, world_size: int):
                          "(./run.sh picks the GPU count)")
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
                 "num_heads", "head_dim", "mlp_ratio", "window_start", "window_end"]
-    for name in positive + ["val_loss_every", "warmup_steps", "grad_accum_steps", "muon_momentum_warmup_steps"]:
+    for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
+                            "muon_momentum_warmup_steps"]:
         if getattr(args, name) < (1 if name in positive else 0):
             raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
     for name in ["train_seq_len", "val_seq_len"]:
         if getattr(args, name) % BLOCK_SIZE != 0:
             raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
                              "(the attention block size); round it to one")
+    if args.profile_steps and args.profile_steps >= args.warmup_steps:
+        raise SetupError(f"--profile_steps={args.profile_steps} must be below --warmup_steps={args.warmup_steps} "
+                         "(the first warmup step compiles)")
     if args.head_dim % 4 != 0:
         raise SetupError(f"--head_dim={args.head_dim} must be a multiple of 4 (half-truncated rotary)")
     if args.num_layers < 6:
@@ -992,19 +997,41 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     return log
 
 
+def profile_table(run, device: torch.device) -> str:
+    """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        run()
+        sync(device)
+    sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
+
+
 def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
-           args: Hyperparameters, rank: int, world_size: int, device: torch.device):
-    """Compile and run the training and validation paths, then restore the initial state."""
+           args: Hyperparameters, rank: int, world_size: int, device: torch.device) -> str | None:
+    """Compile and run the training and validation paths, then restore the initial state. The last
+    profile_steps warmup steps run under torch.profiler; returns its table (None when there are none)."""
     initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    for step in range(args.warmup_steps):
-        train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+
+    def run_steps(steps):
+        for step in steps:
+            train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+
+    unprofiled = args.warmup_steps - args.profile_steps
+    run_steps(range(unprofiled))
+    table = None
+    if args.profile_steps:
+        table = profile_table(lambda: run_steps(range(unprofiled, args.warmup_steps)), device)
     if args.warmup_steps:
         evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
     raw_model.load_state_dict(initial_state["model"])
     for opt, state in zip(optimizers, initial_state["opts"]):
         opt.load_state_dict(state)
     sync(device)
+    return table
 
 
 def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, args: Hyperparameters,
@@ -1060,7 +1087,10 @@ def main():
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s")
 
     warmup_start = time.perf_counter()
-    warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size, device)
+    table = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size, device)
+    if table is not None:
+        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
+                  f"\n{table}", console=False)
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 

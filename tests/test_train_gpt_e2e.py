@@ -65,7 +65,7 @@ def log_of(logs_dir, run_id):
 @pytest.fixture(scope="module")
 def two_process_run(data, tmp_path_factory):
     logs = tmp_path_factory.mktemp("logs_two")
-    result = run([*TINY, *data, "--grad_accum_steps=1", "--warmup_steps=1", f"--logs_dir={logs}",
+    result = run([*TINY, *data, "--grad_accum_steps=1", "--warmup_steps=2", "--profile_steps=1", f"--logs_dir={logs}",
                   "--run_id=two"], processes=2)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result, log_of(logs, "two")
@@ -98,7 +98,7 @@ def test_two_processes_lower_the_val_loss(two_process_run):
 
 def test_one_process_with_accumulation_reaches_the_same_loss(two_process_run, one_process_run):
     """Same global batch (2 sequences per step) dealt to 2 ranks or accumulated by one; the 2-process run also
-    did a warmup step first, which must have been undone."""
+    did two warmup steps first (one profiled), which must have been undone."""
     two = losses(two_process_run[1].decode(), "val_loss")
     one = losses(one_process_run[1].decode(), "val_loss")
     assert [step for step, _ in one] == [step for step, _ in two] == [0, 3, 6]
@@ -135,3 +135,11 @@ def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
     assert log.rstrip("\n").endswith("\n" + stopped)
     assert stopped in result.stdout
     assert losses(log, "val_loss") == []  # no final validation of a broken model
+
+
+def test_profiled_warmup_step_writes_an_op_table_to_the_log_only(two_process_run):
+    result, log = two_process_run
+    text = log.decode().split(" end of source: ")[-1]
+    table = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
+    assert "Self CPU" in table and "aten::mm" in table
+    assert "profile of warmup" not in result.stdout

@@ -168,3 +168,14 @@ def test_script_with_an_unknown_muon_variant_prints_one_error_line():
                             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip() == "error: --muon_variant=nor: use muon or normuon"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(warmup_steps=2, profile_steps=2), "--profile_steps=2 must be below --warmup_steps=2 (the first warmup "
+                                            "step compiles)"),
+    (dict(profile_steps=-1), "--profile_steps=-1 must be >= 0"),
+])
+def test_profile_steps_errors(overrides, message):
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
+    assert str(error.value) == message
