@@ -214,21 +214,24 @@ def test_rerun_launches_and_returns_exit_code(tmp_path):
     assert "ARGS ['--device=cpu', '--num_iterations=20', '--extra=1']" in result.stdout
 
 
-RANK_SCRIPT = (
+RANK_SCRIPT = (  # each rank leaves a file in the working folder (not only console output, which torchrun relays)
     "import os, sys\n"
-    "print('RANK', os.environ['RANK'], 'WORLD_SIZE', os.environ['WORLD_SIZE'], 'ARGS', sys.argv[1:], flush=True)\n"
+    "line = f\"RANK {os.environ['RANK']} WORLD_SIZE {os.environ['WORLD_SIZE']} ARGS {sys.argv[1:]}\"\n"
+    "open(f\"rank{os.environ['RANK']}.txt\", 'w').write(line)\n"
 )
 
 
 def test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun(tmp_path):
     log = make_log(tmp_path / "run.txt", RANK_SCRIPT, env=this_environment(), world_size=2, overrides=("--a=1",))
-    result = tool("rerun", log, "--", "--b=2")
-    assert result.returncode == 0, result.stderr
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = tool("rerun", log, "--", "--b=2", cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
     launched = shlex.split(result.stdout.splitlines()[0])
     assert launched[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert Path(launched[5]).name == "train_gpt.py" and launched[6:] == ["--a=1", "--b=2"]
-    ranks = sorted(line for line in result.stdout.splitlines() if line.startswith("RANK "))
-    assert ranks == [f"RANK {rank} WORLD_SIZE 2 ARGS ['--a=1', '--b=2']" for rank in (0, 1)]
+    ranks = sorted(path.read_text() for path in workdir.glob("rank*.txt"))
+    assert ranks == [f"RANK {rank} WORLD_SIZE 2 ARGS ['--a=1', '--b=2']" for rank in (0, 1)], result.stdout + result.stderr
 
 
 def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
