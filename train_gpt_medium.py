@@ -995,10 +995,15 @@ def main():
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
+    exit_code = 0 if failed_step is None else 1
     if world_size > 1:
         dist.destroy_process_group()
-    if failed_step is not None:
-        sys.exit(1)
+        if device.type == "cpu":  # gloo's threads can abort a process in interpreter teardown (torch 2.13)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exit_code)
+    if exit_code:
+        sys.exit(exit_code)
 
 
 if __name__ == "__main__":
