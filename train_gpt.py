@@ -912,6 +912,11 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
     return optimizers
 
 
+def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
+    """Training tokens per optimizer step, all ranks and micro-steps together."""
+    return world_size * args.grad_accum_steps * args.train_seq_len
+
+
 def sync(device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -1038,7 +1043,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
           rank: int, world_size: int, device: torch.device, flops_per_step: float) -> int | None:
     """Training steps with validation every val_loss_every steps and at the end.
     Returns the step whose loss was not finite (the run stops there), else None."""
-    tokens_per_step = world_size * args.grad_accum_steps * args.train_seq_len
+    tokens_per_step = global_batch_tokens(args, world_size)
     clock, pending = TrainingClock(device), None
     clock.start()
     for step in range(args.num_iterations + 1):
@@ -1095,7 +1100,7 @@ def main():
               f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    flops_per_step = 6 * matmul_params(raw_model) * world_size * args.grad_accum_steps * args.train_seq_len
+    flops_per_step = 6 * matmul_params(raw_model) * global_batch_tokens(args, world_size)
     failed_step = train(model, optimizers, batches, val_tokens, windows, log, args, rank, world_size, device,
                         flops_per_step)
     if failed_step is not None:

@@ -807,6 +807,11 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
     return optimizers
 
 
+def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
+    """Training tokens per optimizer step, all ranks and micro-steps together."""
+    return world_size * args.grad_accum_steps * args.train_seq_len
+
+
 def sync(device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -925,7 +930,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
           args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> int | None:
     """Training steps with validation every val_loss_every steps and at the end, timed by clock.
     Returns the step whose loss was not finite (the run stops there), else None."""
-    tokens_per_step = world_size * args.grad_accum_steps * args.train_seq_len
+    tokens_per_step = global_batch_tokens(args, world_size)
     pending = None
     clock.start()
     for step in range(args.num_iterations + 1):
@@ -970,7 +975,7 @@ def main():
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
                for w in range(1, window_blocks(args.num_iterations, args) + 1)}
-    flops = flops_per_step(raw_model, args, world_size * args.grad_accum_steps * args.train_seq_len)
+    flops = flops_per_step(raw_model, args, global_batch_tokens(args, world_size))
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s; "
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
