@@ -259,6 +259,17 @@ def parse_group_line(stdout, name):
     return dict(re.findall(r"(\w+)=(\S+)", line)), line
 
 
+def assert_group_statistics(stdout, name, n, mean, std, t, p) -> str:
+    """The group line of `compare` states n, mean, std, t and p as computed by hand; returns the line."""
+    fields, line = parse_group_line(stdout, name)
+    assert int(fields["n"]) == n
+    assert float(fields["mean"]) == pytest.approx(mean, abs=1e-6)
+    assert float(fields["std"]) == pytest.approx(std, abs=1e-6)
+    assert float(fields["t"]) == pytest.approx(t, abs=1e-4)
+    assert float(fields["p"]) == pytest.approx(p, rel=1e-4)
+    return line
+
+
 def test_compare_statistics_match_hand_computed_t_test(tmp_path):
     from scipy import stats
 
@@ -279,12 +290,7 @@ def test_compare_statistics_match_hand_computed_t_test(tmp_path):
     assert abs(mean - 3.274) < 1e-12 and abs(s - math.sqrt(46e-6 / 3)) < 1e-12
     assert abs(stats.ttest_1samp(losses, 3.28, alternative="less").pvalue - p) < 1e-12
 
-    fields, line = parse_group_line(result.stdout, str(group))
-    assert int(fields["n"]) == 4
-    assert float(fields["mean"]) == pytest.approx(mean, abs=1e-6)
-    assert float(fields["std"]) == pytest.approx(s, abs=1e-6)
-    assert float(fields["t"]) == pytest.approx(t, abs=1e-4)
-    assert float(fields["p"]) == pytest.approx(p, rel=1e-4)
+    line = assert_group_statistics(result.stdout, str(group), 4, mean, s, t, p)
     assert "p >= 0.01" in line  # 0.027: not enough for a record
 
     for i in range(4):
@@ -691,12 +697,7 @@ def test_compare_real_logs_with_fixed_final_losses(run_a, tmp_path):
     p = stats.ttest_1samp(fixed, 3.28, alternative="less").pvalue
     assert p == pytest.approx(stats.t.cdf(t, n - 1), rel=1e-9)
 
-    fields, line = parse_group_line(result.stdout, str(group))
-    assert int(fields["n"]) == 5
-    assert float(fields["mean"]) == pytest.approx(mean, abs=1e-6)
-    assert float(fields["std"]) == pytest.approx(s, abs=1e-6)
-    assert float(fields["t"]) == pytest.approx(t, abs=1e-4)
-    assert float(fields["p"]) == pytest.approx(p, rel=1e-4)
+    line = assert_group_statistics(result.stdout, str(group), 5, mean, s, t, p)
     assert p == pytest.approx(0.012027, abs=1e-6) and "p >= 0.01" in line  # just short of a record
 
     log = load_tool_module().load_log(run_a.log)
