@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# A/B of variants on the proxy benchmark in one device call; each quoted argument is one variant's overrides.
-# Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "--seed=0 --muon_lr=0.04" ...
+# A/B of variants on the proxy benchmark in one device call; each quoted argument is one variant: overrides,
+# optionally after a script path (e.g. a copy of the version before a change, kept in the ignored perf/base/).
+# With several GPUs the variants run side by side, variant i on GPU i mod N (set AB_GPUS=1 to run them in turn).
+# Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 steps=$(proxy_steps "$track") || exit 2
-names=()
-for variant in "$@"; do
-    names+=("variant${#names[@]}")
-    # shellcheck disable=SC2086  # a variant is a list of overrides
-    proxy_run "$track" "$out" "${names[-1]}" --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 $variant > /dev/null
-    echo "${names[-1]}: $variant"
+gpus=${AB_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}; [ "$gpus" -ge 1 ] || gpus=1
+variants=("$@"); names=()
+for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU $((i % gpus))): ${variants[$i]}"; done
+for gpu in $(seq 0 $((gpus - 1))); do
+    (
+        for i in "${!variants[@]}"; do
+            [ $((i % gpus)) -eq "$gpu" ] || continue
+            read -r -a words <<< "${variants[$i]}"
+            script=$(track_script "$track")
+            if [[ ${words[0]:-} == *.py ]]; then script=${words[0]}; words=("${words[@]:1}"); fi
+            CUDA_VISIBLE_DEVICES=$gpu proxy_run "$script" "$out" "${names[$i]}" --num_iterations="$steps" \
+                --val_loss_every=100 --grad_accum_steps=1 "${words[@]}" > /dev/null
+        done
+    ) &
 done
+wait
 proxy_summary "$out" "${names[@]}"

@@ -5,9 +5,12 @@ proxy_steps() {  # the proxy schedule length of a track
     case $1 in short) echo 400 ;; medium) echo 300 ;; *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;; esac
 }
 
-proxy_run() {  # track, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
-    local script=train_gpt.py; [ "$1" = medium ] && script=train_gpt_medium.py
-    local out=$2 name=$3; shift 3
+track_script() {  # the script of a track
+    case $1 in medium) echo train_gpt_medium.py ;; *) echo train_gpt.py ;; esac
+}
+
+proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
+    local script=$1 out=$2 name=$3; shift 3
     mkdir -p "$out"
     local t0; t0=$(date +%s.%N)
     PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
