@@ -56,8 +56,8 @@ class Hyperparameters:
     cooldown_frac: float = setting(0.45, "fraction of steps at the end with linearly decaying lr")
     final_lr_frac: float = setting(0.1, "lr multiplier reached at the last step")
     val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
-    window_start: int = setting(128, "attention window (tokens) at step 0")
-    window_end: int = setting(1792, "attention window (tokens) at the last step")
+    window_start: int = setting(0, "attention window (tokens) at step 0, rounded up to 128-token blocks (min 1)")
+    window_end: int = setting(1728, "attention window (tokens) at the last step, rounded up: 1728 -> 1792")
     # model
     vocab_size: int = setting(50257, "GPT-2 vocabulary (padded to a multiple of 128 inside)")
     num_layers: int = setting(12, "transformer blocks (at least 6)")
@@ -162,10 +162,17 @@ def scaled_mm(a: Tensor, b: Tensor, a_scale: float, b_scale: float, out_dtype, f
     return ((a.float() * a_scale) @ (b.float() * b_scale)).to(out_dtype)
 
 
+def to_float8(t: Tensor, scale: float, dtype: torch.dtype) -> Tensor:
+    """t / scale in float8, saturating at the format's largest value as compiled casts do
+    (eager casts before torch 2.12 turn overflow into NaN: a head weight past 448 * w_s stopped runs)."""
+    limit = torch.finfo(dtype).max
+    return t.div(scale).clamp_(-limit, limit).to(dtype)
+
+
 @torch.library.custom_op("nanogpt::fp8_mm", mutates_args=())
 def fp8_mm(x: Tensor, w: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
-    x_f8 = x.div(x_s).to(torch.float8_e4m3fn)
-    w_f8 = w.div(w_s).to(torch.float8_e4m3fn)
+    x_f8 = to_float8(x, x_s, torch.float8_e4m3fn)
+    w_f8 = to_float8(w, w_s, torch.float8_e4m3fn)
     out = scaled_mm(x_f8, w_f8.T, x_s, w_s, torch.bfloat16, fast_accum=True)
     return out, x_f8, w_f8
 
@@ -179,8 +186,9 @@ def _(x, w, x_s, w_s, grad_s):
 @torch.library.custom_op("nanogpt::fp8_mm_backward", mutates_args=())
 def fp8_mm_backward(grad: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
                     grad_s: float) -> tuple[Tensor, Tensor]:
-    grad_f8 = grad.div(grad_s).to(torch.float8_e5m2)
-    grad_x = scaled_mm(grad_f8, w_f8.T.contiguous().T, grad_s, w_s, torch.bfloat16, fast_accum=True)
+    grad_f8 = to_float8(grad, grad_s, torch.float8_e5m2)
+    # Precise accumulation: grad_x sums over the whole vocabulary, where fast accumulation loses bits.
+    grad_x = scaled_mm(grad_f8, w_f8.T.contiguous().T, grad_s, w_s, torch.bfloat16, fast_accum=False)
     grad_w = scaled_mm(grad_f8.T.contiguous(), x_f8.T.contiguous().T, grad_s, x_s, torch.float32,
                        fast_accum=False)
     return grad_x, grad_w
@@ -728,9 +736,9 @@ def check_settings(args: Hyperparameters, world_size: int):
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
-                "num_heads", "head_dim", "mlp_ratio", "window_start", "window_end"]
+                "num_heads", "head_dim", "mlp_ratio", "window_end"]
     for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
-                            "muon_momentum_warmup_steps"]:
+                            "muon_momentum_warmup_steps", "window_start"]:
         if getattr(args, name) < (1 if name in positive else 0):
             raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
     for name in ["train_seq_len", "val_seq_len"]:
@@ -852,9 +860,10 @@ def muon_momentum(step: int, args: Hyperparameters) -> float:
 
 
 def window_blocks(step: int, args: Hyperparameters) -> int:
-    """Attention window in blocks: linear from window_start to window_end tokens, rounded up."""
+    """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
+    (the record's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
     progress = min(step / args.num_iterations, 1.0)
-    return math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE)
+    return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
 
 
 def set_schedules(optimizers, step: int, args: Hyperparameters):

@@ -27,7 +27,7 @@ def test_defaults_are_the_8_gpu_record():
     assert args.vocab_size == 50257
     assert args.no_attention_layer == 7
     assert args.window_pattern == "LSSSLSSLSSSL"
-    assert (args.window_start, args.window_end) == (128, 1792)
+    assert (args.window_start, args.window_end) == (0, 1728)  # 1 block -> 14 blocks (1792 tokens)
     assert (args.cooldown_frac, args.final_lr_frac) == (0.45, 0.1)
     assert (args.muon_lr, args.muon_momentum, args.muon_momentum_start) == (0.05, 0.95, 0.85)
     assert args.muon_momentum_warmup_steps == 300

@@ -83,6 +83,23 @@ def test_fp8_backward_matches_the_e5m2_gradient_reference():
     assert (w.grad - exact_w).norm() / exact_w.norm() < 0.1
 
 
+def test_fp8_casts_saturate_instead_of_overflowing_to_nan_or_inf():
+    """A head weight past 448 * w_s and a gradient past 57344 * grad_s clip to the largest float8 value,
+    as compiled casts do (torch < 2.12's eager cast gave NaN, which stopped proxy runs at step ~250)."""
+    x, w = head_inputs(5)
+    x_s, w_s, grad_s = SCALES
+    w[0, :4] = torch.tensor([1.0, -1.0, 3.0, 0.5])  # |w| / w_s = 512, 512, 1536 are out of e4m3 range
+    w.requires_grad_(True)
+    out, _, w_f8 = train_gpt.fp8_mm(x, w, x_s, w_s, grad_s)
+    assert w_f8[0, :4].float().tolist() == [448.0, -448.0, 448.0, 256.0]
+    assert torch.isfinite(out).all()
+    grad = torch.zeros(TOKENS, VOCAB, dtype=torch.bfloat16)
+    grad[0, 0] = 200.0  # / grad_s = 89600 > 57344
+    out.backward(grad)
+    assert torch.isfinite(w.grad).all()
+    assert w.grad[0].abs().max() == pytest.approx(57344 * grad_s * x[0].float().abs().max(), rel=0.07)
+
+
 def test_fp8_op_is_registered_with_autograd():
     assert hasattr(torch.ops.nanogpt, "fp8_mm") and hasattr(torch.ops.nanogpt, "fp8_mm_backward")
     x, w = head_inputs(4)
