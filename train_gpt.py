@@ -1068,6 +1068,8 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
             clock.start()
         if last_step:
             return None
+        if step == 0:  # the benchmark's start-up time: process start to the first timed step
+            log.write(f"startup: first timed step at {time.perf_counter() - PROCESS_START:.1f}s")
         loss = train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)

@@ -10,19 +10,19 @@ track_script() {  # the script of a track
 }
 
 proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
+    # (the start-up time comes from the script's own 'first timed step at' line: a pipe reader such as
+    # mawk buffers its input, so timing the console lines from outside read them as late as the end of the run)
     local script=$1 out=$2 name=$3; shift 3
     mkdir -p "$out"
-    local t0; t0=$(date +%s.%N)
     PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
-        awk -v t0="$t0" '/^step:0\// && !seen { "date +%s.%N" | getline now; printf "start_to_first_step_s: %.1f\n", now - t0; seen = 1 } { print; fflush() }' |
         tee "$out/$name.out"
 }
 
 proxy_summary() {  # out dir, run names...: one line per run
     local out=$1; shift
-    echo "== summary: run | start to first step | val lines (step, loss, step_avg) | peak memory"
+    echo "== summary: run | process start to first timed step | val lines (step, loss, step_avg) | peak memory"
     for name in "$@"; do
         local f="$out/$name.out"; [ -f "$f" ] || continue
-        echo "$name | $(grep -m1 start_to_first_step_s "$f") | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
+        echo "$name | $(grep -m1 -o 'first timed step at .*' "$f") | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
     done
 }

@@ -87,6 +87,9 @@ def test_console_and_log_explain_the_time(runs):
                      re.MULTILINE)
     assert re.search(r"^time: startup [\d.]+s, training [\d.]+s, validation [\d.]+s, total [\d.]+s$", text,
                      re.MULTILINE)
+    # the benchmark's start-up time, stamped by the script after the step-0 validation, before step 1 runs
+    first = re.search(r"^startup: first timed step at ([\d.]+)s$", text, re.MULTILINE)
+    assert first and text.index("step:0/4 val_loss") < first.start() < text.index("step:1/4 train_loss")
     profile = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in profile and "aten::mm" in profile
     assert "profile of" not in result.stdout  # the table stays in the log

@@ -143,3 +143,13 @@ def test_profiled_warmup_step_writes_an_op_table_to_the_log_only(two_process_run
     table = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in table and "aten::mm" in table
     assert "profile of warmup" not in result.stdout
+
+
+def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process_run):
+    """The benchmark's start-up time (process start to the first timed step) comes from the script itself."""
+    text = one_process_run[1].decode().split(" end of source: ")[-1]
+    first = re.search(r"^startup: first timed step at ([\d.]+)s$", text, re.MULTILINE)
+    assert first, text[-2000:]
+    assert text.index("step:0/6 val_loss") < first.start() < text.index("step:1/6 train_loss")
+    warmup_end = float(re.search(r"training starts at ([\d.]+)s", text).group(1))
+    assert float(first.group(1)) >= warmup_end
