@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import glob
 import json
+import logging
 import math
 import os
 import platform
@@ -91,6 +92,8 @@ class Hyperparameters:
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model")
+    compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
+                                 "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
     run_id: str = setting("", "log name (default: a fresh uuid)")
     peak_tflops: float = setting(989.0, "per-GPU dense bf16 peak used for the MFU estimate")
@@ -1011,6 +1014,37 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     return log
 
 
+def load_compile_cache(path: str) -> str | None:
+    """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
+    so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
+    if not path or not os.path.exists(path):
+        return None
+    torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
+    level = torch_log.level
+    torch_log.setLevel(logging.CRITICAL)
+    try:
+        with open(path, "rb") as f:
+            info = torch.compiler.load_cache_artifacts(f.read())
+    finally:
+        torch_log.setLevel(level)
+    if info is None:
+        raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
+                         "delete it to compile from scratch and write a new one")
+    return f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path}"
+
+
+def save_compile_cache(path: str) -> str | None:
+    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note."""
+    artifacts = torch.compiler.save_cache_artifacts() if path else None
+    if artifacts is None:
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(artifacts[0])
+    os.replace(path + ".tmp", path)
+    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path}"
+
+
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps)."""
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -1091,8 +1125,11 @@ def main():
         return
 
     device, comm = init_distributed(args, rank, local_rank, world_size)
+    cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
+    if cache_note is not None:
+        log.write(cache_note)
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
@@ -1107,6 +1144,8 @@ def main():
     if table is not None:
         log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
                   f"\n{table}", console=False)
+    if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
+        log.write(note)
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 

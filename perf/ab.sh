@@ -7,6 +7,7 @@ set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 steps=$(proxy_steps "$track") || exit 2
+unpack_proxy_data
 gpus=${AB_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}; [ "$gpus" -ge 1 ] || gpus=1
 variants=("$@"); names=()
 for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU $((i % gpus))): ${variants[$i]}"; done

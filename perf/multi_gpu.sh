@@ -17,9 +17,11 @@ for arg in "$@"; do
 done
 [ ${#tracks[@]} -gt 0 ] || tracks=(short medium)
 mkdir -p "$out/console"
+unpack_proxy_data
 schedule() {  # track: the schedule and logging settings of its runs
     local steps=55; [ "$1" = medium ] && steps=40
-    echo --num_iterations=$steps --val_loss_every=10 --seed=0 --logs_dir="$out/logs"
+    echo --num_iterations=$steps --val_loss_every=10 --seed=0 --logs_dir="$out/logs" \
+        --compile_cache="$(compile_cache_of "$(track_script "$1")")"
 }
 for i in "${!tracks[@]}"; do
     track=${tracks[$i]}

@@ -7,6 +7,7 @@ set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 steps=$(proxy_steps "$track") || exit 2
+unpack_proxy_data
 proxy_run "$(track_script "$track")" "$out" cold --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
 proxy_run "$(track_script "$track")" "$out" warm --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
 proxy_run "$(track_script "$track")" "$out" fullbatch --num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 "$@"

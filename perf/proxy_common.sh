@@ -1,5 +1,23 @@
-# Shared by perf/proxy.sh and perf/ab.sh: the proxy data settings, one logged run, the summary table.
+# Shared by perf/proxy.sh, perf/ab.sh and perf/multi_gpu.sh: the proxy data settings, one logged run, the
+# summary table. Device calls carry perf/carry/ (ignored): the proxy shards xz-compressed (perf/pack.sh: 29 MB
+# instead of 52 MB, so the 64 MiB carry limit leaves room) and one torch.compile artifact file per script
+# (--compile_cache), which a run loads before compiling and rewrites after its warmup; copy them back from
+# $OUT after a call to start the next fresh machine warm.
 PROXY_DATA=(--train_files='data/proxy/proxy_train_*.bin' --val_files='data/proxy/proxy_val_*.bin' --val_tokens=2097152)
+PROXY_CARRY=${PROXY_CARRY:-perf/carry}
+
+unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they are missing
+    mkdir -p data/proxy
+    for packed in "$PROXY_CARRY"/*.bin.xz; do
+        [ -e "$packed" ] || continue
+        local shard; shard=data/proxy/$(basename "$packed" .xz)
+        [ -e "$shard" ] || python -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard"
+    done
+}
+
+compile_cache_of() {  # script: its torch.compile artifact file
+    echo "$PROXY_CARRY/compile_cache_$(basename "$1" .py).bin"
+}
 
 proxy_steps() {  # the proxy schedule length of a track
     case $1 in short) echo 400 ;; medium) echo 300 ;; *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;; esac
@@ -14,7 +32,8 @@ proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.
     # mawk buffers its input, so timing the console lines from outside read them as late as the end of the run)
     local script=$1 out=$2 name=$3; shift 3
     mkdir -p "$out"
-    PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
+    PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --compile_cache="$(compile_cache_of "$script")" \
+        --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
         tee "$out/$name.out"
 }
 
@@ -23,6 +42,6 @@ proxy_summary() {  # out dir, run names...: one line per run
     echo "== summary: run | process start to first timed step | val lines (step, loss, step_avg) | peak memory"
     for name in "$@"; do
         local f="$out/$name.out"; [ -f "$f" ] || continue
-        echo "$name | $(grep -m1 -o 'first timed step at .*' "$f") | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
+        echo "$name | $(grep -m1 -o 'first timed step at .*' "$f") ($(grep -m1 -o '[0-9]* artifacts loaded' "$f" || echo 'no compile cache')) | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
     done
 }

@@ -153,3 +153,15 @@ def test_check_only_accepts_good_settings(folder):
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ok: settings, data and device checked for world size 1\n"
+
+
+def test_unreadable_compile_cache_is_one_error_line(folder, tmp_path):
+    cache = tmp_path / "artifacts.bin"
+    cache.write_bytes(b"truncated download")
+    good = [f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"]
+    clean = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    result = subprocess.run([sys.executable, "train_gpt_medium.py", *TINY, *good, f"--compile_cache={cache}"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=clean)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr == (f"error: --compile_cache={cache} could not be loaded (corrupt, or not torch.compile "
+                             "artifacts); delete it to compile from scratch and write a new one\n")

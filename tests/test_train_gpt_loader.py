@@ -271,3 +271,13 @@ def test_script_check_only_passes_on_good_data(shards):
                         "--val_tokens=1024", "--num_iterations=2")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok: settings, data and device checked for world size 1"
+
+
+def test_script_with_an_unreadable_compile_cache_says_how_to_recover(shards, tmp_path):
+    cache = tmp_path / "artifacts.bin"
+    cache.write_bytes(b"truncated download")
+    result = run_script("--device=cpu", "--compile=false", f"--train_files={shards}/train_*.bin",
+                        f"--val_files={shards}/val_*.bin", "--train_seq_len=256", "--val_seq_len=256",
+                        "--val_tokens=1024", "--num_iterations=2", f"--compile_cache={cache}")
+    assert_one_error_line(result, f"--compile_cache={cache} could not be loaded (corrupt, or not torch.compile "
+                                  "artifacts); delete it to compile from scratch and write a new one")

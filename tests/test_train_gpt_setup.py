@@ -1,0 +1,67 @@
+"""train_gpt.py, section "Main" (setup): the torch.compile artifact file of --compile_cache (train_gpt_medium.py
+holds the same two functions and is checked alongside). A fresh process whose local inductor cache is empty
+compiles from cache hits once it has loaded the file another process wrote."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+import train_gpt  # noqa: E402
+from train_gpt import SetupError  # noqa: E402
+
+COMPILE_AND_COUNT = """
+import importlib, sys, torch
+from torch._dynamo.utils import counters
+path, action, script = sys.argv[1], sys.argv[2], importlib.import_module(sys.argv[3])
+if action == "load":
+    print(script.load_compile_cache(path))
+f = torch.compile(lambda x: (x.sin() * 2 + x.cos()).sum(), dynamic=False)
+f(torch.randn(64))
+if action == "save":
+    print(script.save_compile_cache(path))
+print("hits", counters["inductor"]["fxgraph_cache_hit"])
+"""
+
+
+def compile_in_fresh_process(tmp_path, name: str, path: Path, action: str, script="train_gpt") -> list[str]:
+    """Compile a small function in a new process with its own, empty inductor cache folder."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor_{name}"))
+    result = subprocess.run([sys.executable, "-c", COMPILE_AND_COUNT, str(path), action, script], cwd=REPO_ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()
+
+
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
+def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(tmp_path, script):
+    path = tmp_path / "cache" / "artifacts.bin"
+    saved = compile_in_fresh_process(tmp_path, "a", path, "save", script)
+    assert saved[0].startswith("compile cache: ") and saved[0].endswith(f"MiB written to {path}")
+    assert path.stat().st_size > 0 and not Path(str(path) + ".tmp").exists()
+    loaded = compile_in_fresh_process(tmp_path, "b", path, "load", script)
+    assert loaded[0].startswith("compile cache: ") and loaded[0].endswith(f"artifacts loaded from {path}")
+    assert int(loaded[0].split()[2]) >= 1
+    assert int(loaded[-1].split()[1]) >= 1  # the compile was served by what the file brought
+    if script == "train_gpt":  # once: without loading, an empty cache folder has nothing to hit
+        assert compile_in_fresh_process(tmp_path, "c", path, "none", script)[-1] == "hits 0"
+
+
+def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
+    assert train_gpt.load_compile_cache("") is None
+    assert train_gpt.load_compile_cache(str(tmp_path / "not_written_yet.bin")) is None
+    assert train_gpt.save_compile_cache("") is None
+
+
+def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capfd):
+    path = tmp_path / "artifacts.bin"
+    path.write_bytes(b"not torch.compile artifacts")
+    with pytest.raises(SetupError) as error:
+        train_gpt.load_compile_cache(str(path))
+    assert str(error.value) == (f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile "
+                                "artifacts); delete it to compile from scratch and write a new one")
+    assert capfd.readouterr().err == ""  # torch's own warning and traceback are kept off the console
