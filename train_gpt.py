@@ -531,7 +531,7 @@ def uniform_init_bound(fan_in: int) -> float:
 class CausalSelfAttention(nn.Module):
     """Merged QKVO weight, QK-norm, rotary, value-embedding mix and a sparse per-head output gate."""
 
-    def __init__(self, args: Hyperparameters, max_len: int):
+    def __init__(self, args: Hyperparameters, rotary: Rotary):
         super().__init__()
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
         self.gate_dim = max(1, args.model_dim // 64)
@@ -542,7 +542,7 @@ class CausalSelfAttention(nn.Module):
             self.qkvo_w[:3].uniform_(-bound, bound)
             self.qkvo_w[3].zero_()
         self.gate_w = nn.Parameter(torch.zeros(args.num_heads, self.gate_dim))
-        self.rotary = Rotary(args.head_dim, max_len)
+        self.rotary = rotary  # one table shared by all layers
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
@@ -568,9 +568,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, args: Hyperparameters, has_attention: bool, max_len: int):
+    def __init__(self, args: Hyperparameters, has_attention: bool, rotary: Rotary):
         super().__init__()
-        self.attn = CausalSelfAttention(args, max_len) if has_attention else None
+        self.attn = CausalSelfAttention(args, rotary) if has_attention else None
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
@@ -600,7 +600,8 @@ class GPT(nn.Module):
         self.embed = nn.Embedding(vocab, dim)
         self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim) for _ in range(3))
         self.value_embed_layout = value_embed_layout(layers)
-        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, max_len) for i in range(layers))
+        rotary = Rotary(args.head_dim, max_len)  # ~134 MB of cos/sin at the default lengths: built once
+        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, rotary) for i in range(layers))
         self.lm_head_w = nn.Parameter(torch.zeros(vocab, dim))
         self.num_skips = layers // 2
         scalars = [torch.ones(self.num_skips), torch.tensor([1.0, 0.0]).repeat(layers),

@@ -402,7 +402,7 @@ def uniform_bf16(shape, fan_in: int) -> Tensor:
 class CausalSelfAttention(nn.Module):
     """One bf16 QKVO weight (record 7), QK-norm, rotary, normed values mixed with a value embedding."""
 
-    def __init__(self, args: Hyperparameters, max_len: int):
+    def __init__(self, args: Hyperparameters, rotary: Rotary):
         super().__init__()
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
         self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
@@ -410,7 +410,7 @@ class CausalSelfAttention(nn.Module):
                                                 args.model_dim))
         with torch.no_grad():
             self.qkvo_w[3].zero_()
-        self.rotary = Rotary(args.head_dim, max_len)
+        self.rotary = rotary  # one table shared by all layers
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
@@ -432,9 +432,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, args: Hyperparameters, has_attention: bool, max_len: int):
+    def __init__(self, args: Hyperparameters, has_attention: bool, rotary: Rotary):
         super().__init__()
-        self.attn = CausalSelfAttention(args, max_len) if has_attention else None
+        self.attn = CausalSelfAttention(args, rotary) if has_attention else None
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
@@ -465,7 +465,8 @@ class GPT(nn.Module):
         self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
         self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
         self.value_embed_layout = value_embed_layout(layers)
-        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, max_len) for i in range(layers))
+        rotary = Rotary(args.head_dim, max_len)  # ~134 MB of cos/sin at the default lengths: built once
+        self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, rotary) for i in range(layers))
         self.lm_head_w = nn.Parameter(torch.zeros(vocab, dim))
         scalars = [torch.ones(len(self.skip_pairs)), torch.tensor([1.0, 0.0]).repeat(layers),
                    torch.tensor([0.5, 0.5]).repeat(layers)]

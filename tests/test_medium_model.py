@@ -220,3 +220,10 @@ def test_chunked_eval_head_equals_the_training_loss(model):
         model.train()
     assert train_sum.item() / SEQ == pytest.approx(eval_mean.item(), rel=1e-5)
     assert abs(eval_mean.item() - math.log(50304)) > 0.01  # the random head really is used
+
+
+def test_attention_layers_share_one_rotary_table():
+    with torch.device("meta"):
+        model = medium.GPT(tiny_args())
+    tables = {id(block.attn.rotary) for block in model.blocks if block.attn is not None}
+    assert len(tables) == 1 and len(list(model.buffers())) == 2

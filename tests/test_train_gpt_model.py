@@ -256,3 +256,13 @@ def test_softcap_bounds_the_logits():
     logits = model.logits(F.rms_norm(torch.randn(1, 16, 64), (64,)).bfloat16())
     assert logits.shape == (16, 50304)
     assert logits.min() >= 0 and logits.max() <= 30
+
+
+def test_attention_layers_share_one_rotary_table():
+    """One cos/sin table for all layers (each is max_len x head_dim/2 fp32: 134 MB at the default lengths)."""
+    args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=256)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    tables = {id(block.attn.rotary) for block in model.blocks if block.attn is not None}
+    assert len(tables) == 1 and len(list(model.buffers())) == 2
+    assert model.blocks[0].attn.rotary.cos.shape == (256, 16)
