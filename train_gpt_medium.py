@@ -56,8 +56,8 @@ class Hyperparameters:
     cooldown_frac: float = setting(0.6, "fraction of steps at the end with linearly decaying lr")
     final_lr_frac: float = setting(0.0, "lr multiplier reached at the last step")
     val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
-    window_start: int = setting(128, "attention window (tokens) at step 0")
-    window_end: int = setting(1792, "attention window (tokens) at the last step")
+    window_start: int = setting(0, "attention window (tokens) at step 0, rounded up to 128-token blocks (min 1)")
+    window_end: int = setting(1728, "attention window (tokens) at the last step, rounded up: 1728 -> 1792")
     # model
     vocab_size: int = setting(50257, "GPT-2 vocabulary (padded to a multiple of 128 inside)")
     num_layers: int = setting(16, "transformer blocks (at least 6)")
@@ -602,9 +602,9 @@ def check_settings(args: Hyperparameters, world_size: int):
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
-                "num_heads", "head_dim", "mlp_ratio", "window_start", "window_end"]
+                "num_heads", "head_dim", "mlp_ratio", "window_end"]
     for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
-                            "muon_momentum_warmup_steps"]:
+                            "muon_momentum_warmup_steps", "window_start"]:
         if getattr(args, name) < (1 if name in positive else 0):
             raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
     for name in ["train_seq_len", "val_seq_len"]:
@@ -768,9 +768,10 @@ def muon_momentum(step: int, args: Hyperparameters) -> float:
 
 
 def window_blocks(step: int, args: Hyperparameters) -> int:
-    """Attention window in blocks: linear from window_start to window_end tokens, rounded up."""
+    """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
+    (record 7's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
     progress = min(step / args.num_iterations, 1.0)
-    return math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE)
+    return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
 
 
 def flops_per_step(model: GPT, args: Hyperparameters, tokens_per_step: int) -> float:

@@ -128,3 +128,16 @@ def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
     assert opt.state[weight]["exp_avg"].dtype == torch.float32
     assert weight.dtype == torch.bfloat16
     torch.testing.assert_close(weight.detach().float(), reference.detach(), rtol=2**-7, atol=1e-6)
+
+
+def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
+    args = medium.Hyperparameters(num_iterations=6450)
+    assert medium.lr_multiplier(0, args) == medium.lr_multiplier(2579, args) == 1.0  # flat for 40%
+    assert medium.lr_multiplier(6450 - 645, args) == pytest.approx(645 / 3870)  # then linear to 0
+    assert medium.lr_multiplier(6450, args) == 0.0
+    assert medium.muon_momentum(0, args) == pytest.approx(0.85)
+    assert medium.muon_momentum(150, args) == pytest.approx(0.90) and medium.muon_momentum(300, args) == 0.95
+    for step in range(args.num_iterations + 1):  # record 7: next_multiple_of_n(1728 * progress, 128) tokens
+        tokens = 1728 * step / args.num_iterations
+        assert medium.window_blocks(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
+    assert medium.window_blocks(0, args) == 1 and medium.window_blocks(6450, args) == 14
