@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Copy each named branch's track scripts into perf/base/ (ignored, carried to the device), so that perf/ab.sh can
+# run them as variants next to the checkout's own: perf/base/<branch with / as ->_<script>.
+# Usage (here, before a device call): bash perf/branch_scripts.sh perf/fp8-grad-in-graph recipe/bf16-embeddings
+set -euo pipefail
+mkdir -p perf/base
+for branch in "$@"; do
+    for script in train_gpt.py train_gpt_medium.py; do
+        if ! git diff --quiet main "$branch" -- "$script"; then  # only the scripts the branch changes
+            target="perf/base/${branch//\//-}_${script}"
+            git show "$branch:$script" > "$target"
+            echo "$target"
+        fi
+    done
+done
