@@ -1040,9 +1040,10 @@ def save_compile_cache(path: str) -> str | None:
     if artifacts is None:
         return None
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "wb") as f:
+    partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
+    with open(partial, "wb") as f:
         f.write(artifacts[0])
-    os.replace(path + ".tmp", path)
+    os.replace(partial, path)
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path}"
 
 
