@@ -739,6 +739,14 @@ def save_compile_cache(path: str) -> str | None:
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path}"
 
 
+def compile_phases(count: int = 12) -> str:
+    """The compiler's own seconds per phase so far (torch._dynamo's timers, nested phases overlap), longest first:
+    where a cold start's compile goes."""
+    names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
+    longest = sorted(zip(names, map(float, seconds)), key=lambda item: -item[1])[:count]
+    return ", ".join(f"{name} {value:.1f}" for name, value in longest)
+
+
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps)."""
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -1028,6 +1036,8 @@ def main():
                   f"\n{table}", console=False)
     if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
         log.write(note)
+    if args.compile:
+        log.write(f"compile phases (s): {compile_phases()}", console=False)
     startup_s = time.perf_counter() - PROCESS_START
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {startup_s:.1f}s")

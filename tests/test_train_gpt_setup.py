@@ -3,6 +3,7 @@ holds the same two functions and is checked alongside). A fresh process whose lo
 compiles from cache hits once it has loaded the file another process wrote."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ f = torch.compile(lambda x: (x.sin() * 2 + x.cos()).sum(), dynamic=False)
 f(torch.randn(64))
 if action == "save":
     print(script.save_compile_cache(path))
+print("phases", script.compile_phases(3))
 print("hits", counters["inductor"]["fxgraph_cache_hit"])
 """
 
@@ -43,6 +45,8 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
     saved = compile_in_fresh_process(tmp_path, "a", path, "save", script)
     assert saved[0].startswith("compile cache: ") and saved[0].endswith(f"MiB written to {path}")
     assert path.stat().st_size > 0 and [f.name for f in path.parent.iterdir()] == [path.name]  # no partial file
+    phases = saved[1].removeprefix("phases ").split(", ")  # the compiler's longest phases, for the log
+    assert len(phases) == 3 and all(re.fullmatch(r"\S+ \d+\.\d", phase) for phase in phases), saved[1]
     loaded = compile_in_fresh_process(tmp_path, "b", path, "load", script)
     assert loaded[0].startswith("compile cache: ") and loaded[0].endswith(f"artifacts loaded from {path}")
     assert int(loaded[0].split()[2]) >= 1
