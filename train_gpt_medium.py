@@ -718,6 +718,8 @@ def load_compile_cache(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
             info = torch.compiler.load_cache_artifacts(f.read())
+    except Exception:  # other torch versions may raise instead: the same bad file, the same fix
+        info = None
     finally:
         torch_log.setLevel(level)
     if info is None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -69,3 +70,15 @@ def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capf
     assert str(error.value) == (f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile "
                                 "artifacts); delete it to compile from scratch and write a new one")
     assert capfd.readouterr().err == ""  # torch's own warning and traceback are kept off the console
+
+
+def test_a_torch_that_raises_on_bad_artifacts_gives_the_same_error(tmp_path, monkeypatch):
+    path = tmp_path / "artifacts.bin"
+    path.write_bytes(b"\0" * 64)
+
+    def raising_load(data):
+        raise RuntimeError("Bytes object is corrupted")
+
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", raising_load)
+    with pytest.raises(SetupError, match=r"could not be loaded \(corrupt, or not torch.compile artifacts\)"):
+        train_gpt.load_compile_cache(str(path))
