@@ -1,0 +1,72 @@
+"""FlexAttention forward + backward time of each track's attention shape under several kernel_options, with the
+track's own document-causal sliding-window block masks over real proxy documents (run on a GPU).
+
+python perf/flex_bench.py  ->  one line per (track, window, options) with milliseconds, then the fastest per row.
+Each option set must give the same output as the default (checked) before its time counts.
+"""
+import glob
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+from triton.testing import do_bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import train_gpt as short  # noqa: E402
+import train_gpt_medium as medium  # noqa: E402
+
+OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the default choice
+    "default": {},
+    "rows safe": {"ROWS_GUARANTEED_SAFE": True},  # every query sees at least itself
+    "fwd 128x128": {"BLOCK_M": 128, "BLOCK_N": 128},
+    "fwd 64x64": {"BLOCK_M": 64, "BLOCK_N": 64},
+    "bwd 64x128/128x64": {"BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64},
+    "bwd 32x128/128x32": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32},
+    "warps 4 stages 3": {"num_warps": 4, "num_stages": 3},
+}
+SHAPES = [("track 1", short, 48 * 1024, 6), ("track 2", medium, 64 * 1024, 8)]  # tokens, heads of 128
+
+
+def proxy_tokens(count: int) -> torch.Tensor:
+    path = sorted(glob.glob("data/proxy/proxy_val_*.bin"))[0]
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16, offset=1024)[:count].astype(np.int64)).cuda()
+
+
+def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor]:
+    attend = torch.compile(lambda q, k, v: flex_attention(q, k, v, block_mask=mask, scale=0.12,
+                                                          kernel_options=options), dynamic=False)
+    out = attend(q, k, v)
+    grad = torch.randn_like(out)
+    ms = do_bench(lambda: torch.autograd.grad(attend(q, k, v), (q, k, v), grad), warmup=5, rep=50)
+    return ms, out
+
+
+def main():
+    torch.manual_seed(0)
+    for track, script, tokens, heads in SHAPES:
+        docs = (proxy_tokens(tokens) == script.EOT_TOKEN).cumsum(0)
+        q, k, v = (torch.randn(1, heads, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        for window in (7, 14):  # the short and the long window at the end of training, in blocks
+            mask = script.block_mask(docs, torch.tensor(window, device="cuda"))
+            results, reference = {}, None
+            for name, options in OPTIONS.items():
+                try:
+                    ms, out = time_attention(q, k, v, mask, options)
+                except Exception as error:  # an option set the template refuses: say so and go on
+                    print(f"{track} window {window}: {name}: not run ({type(error).__name__})")
+                    continue
+                reference = out if reference is None else reference
+                same = torch.allclose(out.float(), reference.float(), atol=2e-2, rtol=2e-2)
+                print(f"{track} window {window}: {name}: {ms:.3f} ms{'' if same else ' (output differs: ignored)'}")
+                if same:
+                    results[name] = ms
+            best = min(results, key=results.get)
+            print(f"== {track} window {window}: fastest {best} {results[best]:.3f} ms vs default "
+                  f"{results.get('default', float('nan')):.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
