@@ -1066,7 +1066,42 @@ def profile_table(run, device: torch.device) -> str:
         run()
         sync(device)
     sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    return profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
+    table = profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
+    overlap = communication_overlap(profiler.events())
+    return table if overlap is None else f"{table}\n{overlap}"
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals as sorted, disjoint intervals."""
+    union = []
+    for start, end in sorted(intervals):
+        if union and start <= union[-1][1]:
+            union[-1] = (union[-1][0], max(union[-1][1], end))
+        else:
+            union.append((start, end))
+    return union
+
+
+def overlap_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two sorted, disjoint interval lists."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        i, j = (i + 1, j) if a[i][1] < b[j][1] else (i, j + 1)
+    return total
+
+
+def communication_overlap(events) -> str | None:
+    """GPU time of the NCCL kernels in a profile and how much of it ran while other kernels ran; None without NCCL."""
+    kernels = [(event.time_range.start, event.time_range.end, "nccl" in event.name.lower()) for event in events
+               if event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation]
+    communication = merged([(start, end) for start, end, is_nccl in kernels if is_nccl])
+    if not communication:
+        return None
+    compute = merged([(start, end) for start, end, is_nccl in kernels if not is_nccl])
+    total, hidden = sum(end - start for start, end in communication), overlap_length(communication, compute)
+    return (f"communication: NCCL kernels {total / 1000:.1f} ms, {hidden / 1000:.1f} ms of it "
+            f"({100 * hidden / total:.0f}%) overlapped by compute kernels")
 
 
 def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],

@@ -1,12 +1,14 @@
-"""train_gpt.py, section "Main" (setup): the torch.compile artifact file of --compile_cache (train_gpt_medium.py
-holds the same two functions and is checked alongside). A fresh process whose local inductor cache is empty
-compiles from cache hits once it has loaded the file another process wrote."""
+"""train_gpt.py, section "Main" (setup), with train_gpt_medium.py's copies of the same functions: the torch.compile
+artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
+it has loaded the file another process wrote), the compiler's phase times, and the communication overlap that a
+profiled multi-GPU warmup reports."""
 
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
+import train_gpt_medium  # noqa: E402
 from train_gpt import SetupError  # noqa: E402
 
 COMPILE_AND_COUNT = """
@@ -82,3 +85,28 @@ def test_a_torch_that_raises_on_bad_artifacts_gives_the_same_error(tmp_path, mon
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", raising_load)
     with pytest.raises(SetupError, match=r"could not be loaded \(corrupt, or not torch.compile artifacts\)"):
         train_gpt.load_compile_cache(str(path))
+
+
+def kernel_event(name, start, end, annotation=False, device=torch.autograd.DeviceType.CUDA):
+    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,
+                           is_user_annotation=annotation)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_interval_union_and_intersection(script):
+    assert script.merged([(5, 7), (0, 2), (1, 3), (7, 8)]) == [(0, 3), (5, 8)]
+    assert script.overlap_length([(0, 3), (5, 8)], [(2, 6), (7, 10)]) == 1 + 1 + 1
+    assert script.overlap_length([(0, 1)], [(1, 2)]) == 0
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_communication_overlap_of_a_profile(script):
+    """NCCL kernel time, and the part of it during which compute kernels ran (annotations and CPU ops do not
+    count as compute)."""
+    events = [kernel_event("ncclDevKernel_ReduceScatter", 0, 400), kernel_event("ncclDevKernel_AllGather", 900, 1000),
+              kernel_event("nvjet_gemm", 100, 300), kernel_event("triton_poi_fused", 250, 360),
+              kernel_event("Optimizer.step#Muon.step", 0, 1000, annotation=True),
+              kernel_event("aten::mm", 0, 1000, device=torch.autograd.DeviceType.CPU)]
+    line = script.communication_overlap(events)
+    assert line == "communication: NCCL kernels 0.5 ms, 0.3 ms of it (52%) overlapped by compute kernels"
+    assert script.communication_overlap([kernel_event("nvjet_gemm", 0, 10)]) is None  # one process: no NCCL
