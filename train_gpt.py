@@ -187,18 +187,17 @@ def _(x, w, x_s, w_s, grad_s):
 
 
 @torch.library.custom_op("nanogpt::fp8_mm_backward", mutates_args=())
-def fp8_mm_backward(grad: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
+def fp8_mm_backward(grad_f8: Tensor, grad_f8_t: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
                     grad_s: float) -> tuple[Tensor, Tensor]:
-    grad_f8 = to_float8(grad, grad_s, torch.float8_e5m2)
+    """grad_x and grad_w from the float8 gradient, given in both layouts the FP8 tensor cores need."""
     # Precise accumulation: grad_x sums over the whole vocabulary, where fast accumulation loses bits.
     grad_x = scaled_mm(grad_f8, w_f8.T.contiguous().T, grad_s, w_s, torch.bfloat16, fast_accum=False)
-    grad_w = scaled_mm(grad_f8.T.contiguous(), x_f8.T.contiguous().T, grad_s, x_s, torch.float32,
-                       fast_accum=False)
+    grad_w = scaled_mm(grad_f8_t, x_f8.T.contiguous().T, grad_s, x_s, torch.float32, fast_accum=False)
     return grad_x, grad_w
 
 
 @fp8_mm_backward.register_fake
-def _(grad, x_f8, w_f8, x_s, w_s, grad_s):
+def _(grad_f8, grad_f8_t, x_f8, w_f8, x_s, w_s, grad_s):
     return torch.empty_like(x_f8, dtype=torch.bfloat16), torch.empty_like(w_f8, dtype=torch.float32)
 
 
@@ -210,8 +209,12 @@ def _fp8_mm_setup_context(ctx, inputs, output):
 
 
 def _fp8_mm_grad(ctx, grad_out, *_):
+    """Traced by torch.compile: the gradient's quantisation and transpose fuse with the loss backward
+    that produces it, instead of running as eager passes over the (tokens x vocabulary) gradient."""
     x_f8, w_f8 = ctx.saved_tensors
-    grad_x, grad_w = fp8_mm_backward(grad_out, x_f8, w_f8, *ctx.scales)
+    x_s, w_s, grad_s = ctx.scales
+    grad_f8 = to_float8(grad_out, grad_s, torch.float8_e5m2)
+    grad_x, grad_w = fp8_mm_backward(grad_f8, grad_f8.T.contiguous(), x_f8, w_f8, x_s, w_s, grad_s)
     return grad_x, grad_w, None, None, None
 
 
