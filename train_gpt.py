@@ -187,18 +187,17 @@ def _(x, w, x_s, w_s, grad_s):
 
 
 @torch.library.custom_op("nanogpt::fp8_mm_backward", mutates_args=())
-def fp8_mm_backward(grad: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
+def fp8_mm_backward(grad_f8: Tensor, grad_f8_t: Tensor, x_f8: Tensor, w_f8: Tensor, x_s: float, w_s: float,
                     grad_s: float) -> tuple[Tensor, Tensor]:
-    grad_f8 = to_float8(grad, grad_s, torch.float8_e5m2)
+    """grad_x and grad_w from the float8 gradient, given in both layouts the FP8 tensor cores need."""
     # Precise accumulation: grad_x sums over the whole vocabulary, where fast accumulation loses bits.
     grad_x = scaled_mm(grad_f8, w_f8.T.contiguous().T, grad_s, w_s, torch.bfloat16, fast_accum=False)
-    grad_w = scaled_mm(grad_f8.T.contiguous(), x_f8.T.contiguous().T, grad_s, x_s, torch.float32,
-                       fast_accum=False)
+    grad_w = scaled_mm(grad_f8_t, x_f8.T.contiguous().T, grad_s, x_s, torch.float32, fast_accum=False)
     return grad_x, grad_w
 
 
 @fp8_mm_backward.register_fake
-def _(grad, x_f8, w_f8, x_s, w_s, grad_s):
+def _(grad_f8, grad_f8_t, x_f8, w_f8, x_s, w_s, grad_s):
     return torch.empty_like(x_f8, dtype=torch.bfloat16), torch.empty_like(w_f8, dtype=torch.float32)
 
 
@@ -210,8 +209,12 @@ def _fp8_mm_setup_context(ctx, inputs, output):
 
 
 def _fp8_mm_grad(ctx, grad_out, *_):
+    """Traced by torch.compile: the gradient's quantisation and transpose fuse with the loss backward
+    that produces it, instead of running as eager passes over the (tokens x vocabulary) gradient."""
     x_f8, w_f8 = ctx.saved_tensors
-    grad_x, grad_w = fp8_mm_backward(grad_out, x_f8, w_f8, *ctx.scales)
+    x_s, w_s, grad_s = ctx.scales
+    grad_f8 = to_float8(grad_out, grad_s, torch.float8_e5m2)
+    grad_x, grad_w = fp8_mm_backward(grad_f8, grad_f8.T.contiguous(), x_f8, w_f8, x_s, w_s, grad_s)
     return grad_x, grad_w, None, None, None
 
 
@@ -411,12 +414,21 @@ class Muon(torch.optim.Optimizer):
         return update
 
 
+def adam_update(shard: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step_size: Tensor,
+                bias2: Tensor, beta1: float, beta2: float, eps: float):
+    """One Adam step of a shard, compiled into one kernel on the GPU; step_size = lr / (1 - beta1^t) and
+    bias2 = 1 - beta2^t are 0-d CPU tensors, so that their change every step does not recompile."""
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.lerp_(grad.square(), 1 - beta2)
+    shard.sub_(step_size * exp_avg / ((exp_avg_sq / bias2).sqrt() + eps))
+
+
 class ShardedAdam(torch.optim.Optimizer):
     """Adam where each rank updates its slice (first dimension) of every parameter."""
 
-    def __init__(self, param_groups, betas, eps: float, comm: Comm):
+    def __init__(self, param_groups, betas, eps: float, comm: Comm, update=adam_update):
         super().__init__(param_groups, dict(betas=betas, eps=eps))
-        self.comm = comm
+        self.comm, self.update = comm, update
 
     @torch.no_grad()
     def step(self):
@@ -436,10 +448,9 @@ class ShardedAdam(torch.optim.Optimizer):
             state.update(step=0, exp_avg=torch.zeros_like(shard), exp_avg_sq=torch.zeros_like(shard))
         beta1, beta2 = group["betas"]
         state["step"] += 1
-        state["exp_avg"].lerp_(grad, 1 - beta1)
-        state["exp_avg_sq"].lerp_(grad.square(), 1 - beta2)
-        denom = (state["exp_avg_sq"] / (1 - beta2 ** state["step"])).sqrt_().add_(group["eps"])
-        shard.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1 ** state["step"]))
+        step_size = torch.tensor(group["lr"] / (1 - beta1 ** state["step"]))
+        bias2 = torch.tensor(1 - beta2 ** state["step"])
+        self.update(shard, grad, state["exp_avg"], state["exp_avg_sq"], step_size, bias2, beta1, beta2, group["eps"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -916,7 +927,8 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
                    dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
                    dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
                    dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
-    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
+    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
                   Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients,
                        args.normuon_beta2 if args.muon_variant == "normuon" else None)]
     for opt in optimizers:

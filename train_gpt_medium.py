@@ -282,12 +282,21 @@ class Muon(torch.optim.Optimizer):
         return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
 
 
+def adam_update(shard: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step_size: Tensor,
+                bias2: Tensor, beta1: float, beta2: float, eps: float):
+    """One Adam step of a shard, compiled into one kernel on the GPU; step_size = lr / (1 - beta1^t) and
+    bias2 = 1 - beta2^t are 0-d CPU tensors, so that their change every step does not recompile."""
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.lerp_(grad.square(), 1 - beta2)
+    shard.sub_(step_size * exp_avg / ((exp_avg_sq / bias2).sqrt() + eps))
+
+
 class ShardedAdam(torch.optim.Optimizer):
     """Adam where each rank updates its slice (first dimension) of every parameter; fp32 moments."""
 
-    def __init__(self, param_groups, betas, eps: float, comm: Comm):
+    def __init__(self, param_groups, betas, eps: float, comm: Comm, update=adam_update):
         super().__init__(param_groups, dict(betas=betas, eps=eps))
-        self.comm = comm
+        self.comm, self.update = comm, update
 
     @torch.no_grad()
     def step(self):
@@ -307,10 +316,9 @@ class ShardedAdam(torch.optim.Optimizer):
             state.update(step=0, exp_avg=torch.zeros_like(grad), exp_avg_sq=torch.zeros_like(grad))
         beta1, beta2 = group["betas"]
         state["step"] += 1
-        state["exp_avg"].lerp_(grad, 1 - beta1)
-        state["exp_avg_sq"].lerp_(grad.square(), 1 - beta2)
-        denom = (state["exp_avg_sq"] / (1 - beta2 ** state["step"])).sqrt_().add_(group["eps"])
-        shard.add_(state["exp_avg"] / denom, alpha=-group["lr"] / (1 - beta1 ** state["step"]))
+        step_size = torch.tensor(group["lr"] / (1 - beta1 ** state["step"]))
+        bias2 = torch.tensor(1 - beta2 ** state["step"])
+        self.update(shard, grad, state["exp_avg"], state["exp_avg_sq"], step_size, bias2, beta1, beta2, group["eps"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -881,7 +889,8 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
                    dict(params=[model.scalars], lr=args.scalar_lr),
                    dict(params=[model.lm_head_w], lr=args.head_lr)]
     update = torch.compile(muon_update, dynamic=False) if args.compile else muon_update
-    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm),
+    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
                   Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, update)]
     for opt in optimizers:
         for group in opt.param_groups:

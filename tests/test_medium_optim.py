@@ -141,3 +141,28 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
         tokens = 1728 * step / args.num_iterations
         assert medium.window_blocks(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
     assert medium.window_blocks(0, args) == 1 and medium.window_blocks(6450, args) == 14
+
+
+def test_compiled_adam_update_matches_eager_for_bf16_weights_without_recompiles():
+    compilations = []
+
+    def counting_backend(graph, example_inputs):
+        compilations.append(graph)
+        return graph.forward
+
+    torch._dynamo.reset()
+    compiled_update = torch.compile(medium.adam_update, backend=counting_backend, dynamic=False)
+    torch.manual_seed(4)
+    weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
+    twin = torch.nn.Parameter(weight.detach().clone())
+    opts = [medium.ShardedAdam([dict(params=[weight], lr=0.01)], (0.8, 0.95), 1e-10, medium.Comm(0, 1),
+                               compiled_update),
+            medium.ShardedAdam([dict(params=[twin], lr=0.01)], (0.8, 0.95), 1e-10, medium.Comm(0, 1))]
+    for step in range(3):
+        grad = torch.randn(16, 8).bfloat16()
+        weight.grad, twin.grad = grad.clone(), grad.clone()
+        for opt in opts:
+            opt.param_groups[0]["lr"] = 0.01 / (step + 1)
+            opt.step()
+    assert torch.equal(weight.detach(), twin.detach()) and weight.dtype == torch.bfloat16
+    assert len(compilations) == 1

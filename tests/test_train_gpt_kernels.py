@@ -133,7 +133,8 @@ def test_opcheck(op, requires_grad, test_util):
         args = (x.requires_grad_(requires_grad), w.requires_grad_(requires_grad), *SCALES)
     else:
         _, x_f8, w_f8 = train_gpt.fp8_mm(x, w, *SCALES)
-        args = (torch.randn(TOKENS, VOCAB).bfloat16(), x_f8, w_f8, *SCALES)
+        grad_f8 = train_gpt.to_float8(torch.randn(TOKENS, VOCAB).bfloat16(), SCALES[2], torch.float8_e5m2)
+        args = (grad_f8, grad_f8.T.contiguous(), x_f8, w_f8, *SCALES)
     result = torch.library.opcheck(getattr(train_gpt, op), args, test_utils=test_util)
     assert result == {test_util: "SUCCESS"}
 
@@ -303,3 +304,33 @@ def test_orthogonalize_of_zero_is_zero(name):
     """Muon pads its stacks with zero matrices; they must stay zero, not turn into NaN."""
     out = orthogonalize(torch.zeros(2, 16, 8), name)
     assert torch.equal(out, torch.zeros_like(out))
+
+
+def test_compiled_backward_quantises_the_gradient_outside_the_opaque_op():
+    """Under torch.compile the gradient's float8 cast and transpose are ops of the traced backward graph
+    (so inductor can fuse them with the loss backward); the custom op receives float8 tensors. Gradients
+    match eager."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+    backward_graphs = []
+
+    def keep_forward(graph, example_inputs):
+        return make_boxed_func(graph.forward)
+
+    def keep_backward(graph, example_inputs):
+        backward_graphs.append(graph)
+        return make_boxed_func(graph.forward)
+
+    def loss(x, w):
+        return train_gpt.fp8_mm(x, w, *SCALES)[0].float().square().sum()
+
+    x, w = head_inputs(6)
+    w_eager, w_compiled = w.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    loss(x, w_eager).backward()
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, backend=aot_autograd(fw_compiler=keep_forward, bw_compiler=keep_backward))
+    compiled(x, w_compiled).backward()
+    torch.testing.assert_close(w_compiled.grad, w_eager.grad)
+    code = backward_graphs[0].code
+    assert "nanogpt.fp8_mm_backward" in code
+    assert "torch.float8_e5m2" in code  # the cast is in the graph, not hidden in the op

@@ -470,3 +470,30 @@ def test_two_gloo_processes_match_one_process_with_normuon(tmp_path):
     # groups by shape: (16, 8) x2 split over both ranks; (8, 24), (24, 8), (3, 8, 12) x1 each, owned by rank 0
     assert ranks[0]["kept"] == {0: keys, 2: keys, 3: keys, 4: keys}
     assert ranks[1]["kept"] == {1: keys}
+
+
+def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape():
+    """The update the GPU run compiles: same result as eager, and the step-dependent lr and bias
+    corrections (0-d tensors) do not trigger a recompile as they change every step."""
+    compilations = []
+
+    def counting_backend(graph, example_inputs):
+        compilations.append(graph)
+        return graph.forward
+
+    torch._dynamo.reset()
+    compiled_update = torch.compile(train_gpt.adam_update, backend=counting_backend, dynamic=False)
+    params = make_params(ADAM_SHAPES[:1] * 2, 7)
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    compiled = ShardedAdam([dict(params=params, lr=0.6)], (0.8, 0.95), 1e-10, Comm(0, 1), compiled_update)
+    eager = ShardedAdam([dict(params=twins, lr=0.6)], (0.8, 0.95), 1e-10, Comm(0, 1))
+    for step, step_grads in enumerate(make_grads(ADAM_SHAPES[:1] * 2, 4, 8)):
+        for opt in (compiled, eager):
+            opt.param_groups[0]["lr"] = 0.6 * (1 - 0.2 * step)  # as the schedule changes it
+        for p, twin, g in zip(params, twins, step_grads):
+            p.grad, twin.grad = g.clone(), g.clone()
+        compiled.step()
+        eager.step()
+    for p, twin in zip(params, twins):
+        torch.testing.assert_close(p.detach(), twin.detach(), rtol=1e-6, atol=1e-7)
+    assert len(compilations) == 1
