@@ -608,8 +608,9 @@ class GPT(nn.Module):
         vocab, dim, layers = padded_vocab(args.vocab_size), args.model_dim, args.num_layers
         max_len = max(args.train_seq_len, args.val_seq_len)
         self.window_pattern = args.window_pattern
-        self.embed = nn.Embedding(vocab, dim)
-        self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim) for _ in range(3))
+        # bf16 tables (and so bf16 Adam moments), as in the record
+        self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
+        self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
         self.value_embed_layout = value_embed_layout(layers)
         rotary = Rotary(args.head_dim, max_len)  # ~134 MB of cos/sin at the default lengths: built once
         self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, rotary) for i in range(layers))
@@ -641,8 +642,8 @@ class GPT(nn.Module):
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
         masks = attention_masks(inputs, window_blocks)
-        value_embeds = [embed(inputs).bfloat16()[None] for embed in self.value_embeds]
-        x = x0 = rms_norm(self.embed(inputs).bfloat16()[None])
+        value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
+        x = x0 = rms_norm(self.embed(inputs)[None])
         skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
         skips, first_decoder = [], len(self.blocks) - self.num_skips
         for i, block in enumerate(self.blocks):

@@ -266,3 +266,10 @@ def test_attention_layers_share_one_rotary_table():
     tables = {id(block.attn.rotary) for block in model.blocks if block.attn is not None}
     assert len(tables) == 1 and len(list(model.buffers())) == 2
     assert model.blocks[0].attn.rotary.cos.shape == (256, 16)
+
+
+def test_embedding_tables_are_bf16_as_in_the_record():
+    args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128)
+    model = train_gpt.GPT(args)
+    assert {t.weight.dtype for t in [model.embed, *model.value_embeds]} == {torch.bfloat16}
+    assert model.lm_head_w.dtype == torch.float32
