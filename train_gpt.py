@@ -68,6 +68,9 @@ class Hyperparameters:
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
+    smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
+    backout_layer: int = setting(-1, "subtract a learned share of the residual after this many blocks before "
+                                 "the head (backout; -1 = off)")
     # optimizers
     muon_lr: float = setting(0.05, "Muon learning rate (hidden matrices)")
     muon_momentum: float = setting(0.95, "Muon momentum after warmup")
@@ -618,6 +621,11 @@ class GPT(nn.Module):
         self.num_skips = layers // 2
         scalars = [torch.ones(self.num_skips), torch.tensor([1.0, 0.0]).repeat(layers),
                    torch.tensor([0.5, 0.5]).repeat(layers)]
+        self.smear_at = sum(s.numel() for s in scalars) if args.smear else None  # lambda 0, then a zero gate
+        scalars += [torch.zeros(1 + args.model_dim // 64)] if args.smear else []
+        self.backout_layer = args.backout_layer
+        self.backout_at = sum(s.numel() for s in scalars) if args.backout_layer >= 0 else None
+        scalars += [torch.tensor([0.5])] if args.backout_layer >= 0 else []
         count = sum(s.numel() for s in scalars)
         scalars.append(torch.zeros(-count % 8))  # shardable over any world size dividing 8
         self.scalars = nn.Parameter(torch.cat(scalars))
@@ -631,6 +639,15 @@ class GPT(nn.Module):
         attn = self.scalars[self.num_skips + 2 * layers:self.num_skips + 4 * layers].view(layers, 2)
         return skip, block, attn
 
+    def smeared(self, embedded: Tensor) -> Tensor:
+        """Smear (2025-09 record): token t adds lambda * sigmoid(gate . its first dims) times token t-1's embedding."""
+        if self.smear_at is None:
+            return embedded
+        gate_dim = embedded.size(-1) // 64
+        smear_lambda, gate_w = self.scalars[self.smear_at], self.scalars[self.smear_at + 1:][:gate_dim]
+        share = (smear_lambda * torch.sigmoid(embedded[1:, :gate_dim] @ gate_w.type_as(embedded))).type_as(embedded)[:, None]
+        return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
+
     def logits(self, x: Tensor) -> Tensor:
         if self.training:
             x_s, w_s, grad_s = self.fp8_scales
@@ -643,10 +660,12 @@ class GPT(nn.Module):
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
         masks = attention_masks(inputs, window_blocks)
         value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
-        x = x0 = rms_norm(self.embed(inputs)[None])
+        x = x0 = rms_norm(self.smeared(self.embed(inputs))[None])
         skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
-        skips, first_decoder = [], len(self.blocks) - self.num_skips
+        skips, first_decoder, backout = [], len(self.blocks) - self.num_skips, None
         for i, block in enumerate(self.blocks):
+            if i == self.backout_layer:
+                backout = x
             if i >= first_decoder:
                 x = x + skip_weights[i - first_decoder] * skips.pop()
             ve_index = self.value_embed_layout[i]
@@ -654,6 +673,8 @@ class GPT(nn.Module):
             x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]])
             if i < self.num_skips:
                 skips.append(x)
+        if backout is not None:  # backout (2025-10 record): what early blocks wrote for context, not prediction
+            x = x - self.scalars[self.backout_at] * backout
         logits = self.logits(rms_norm(x))
         return F.cross_entropy(logits, targets.to(torch.int64), reduction="sum" if self.training else "mean")
 
@@ -777,6 +798,9 @@ def check_settings(args: Hyperparameters, world_size: int):
             raise SetupError(f"--{name}={getattr(args, name)}: use {' or '.join(allowed)}")
     if not 0 <= args.normuon_beta2 < 1:
         raise SetupError(f"--normuon_beta2={args.normuon_beta2} must be in [0, 1)")
+    if args.backout_layer != -1 and not 1 <= args.backout_layer < args.num_layers:
+        raise SetupError(f"--backout_layer={args.backout_layer}: use -1 (off) or a block count from 1 to "
+                         f"{args.num_layers - 1}")
     if args.val_tokens % (world_size * args.val_seq_len) != 0:
         raise SetupError(f"--val_tokens={args.val_tokens} is not a multiple of world_size x val_seq_len = "
                          f"{world_size * args.val_seq_len}; change --val_tokens or --val_seq_len")

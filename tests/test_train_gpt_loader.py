@@ -217,6 +217,8 @@ def test_sequence_lengths_must_be_multiples_of_128(name):
     (dict(num_layers=5, window_pattern="LSSSL"), "--num_layers=5: at least 6 blocks"),
     (dict(window_pattern="LSSSLSSLSSS"), "--window_pattern=LSSSLSSLSSS needs one L or S per block (12 letters)"),
     (dict(window_pattern="LSSSLSSLSSSX"), "--window_pattern=LSSSLSSLSSSX needs one L or S per block"),
+    (dict(backout_layer=12), "--backout_layer=12: use -1 (off) or a block count from 1 to 11"),
+    (dict(backout_layer=0), "--backout_layer=0: use -1 (off) or a block count from 1 to 11"),
     (dict(val_tokens=1000), "--val_tokens=1000 is not a multiple of world_size x val_seq_len = 262144"),
     (dict(device="tpu"), "--device=tpu: use cuda or cpu"),
 ])

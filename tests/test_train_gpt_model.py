@@ -273,3 +273,52 @@ def test_embedding_tables_are_bf16_as_in_the_record():
     model = train_gpt.GPT(args)
     assert {t.weight.dtype for t in [model.embed, *model.value_embeds]} == {torch.bfloat16}
     assert model.lm_head_w.dtype == torch.float32
+
+
+def smear_backout_model(**overrides):
+    args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256,
+                                     **overrides)
+    torch.manual_seed(0)
+    return train_gpt.GPT(args)
+
+
+def loss_of(model, tokens):
+    return model(tokens[:-1], tokens[1:], torch.tensor(2))
+
+
+def test_smear_and_backout_start_as_the_plain_model_and_then_learn():
+    """Smear starts with lambda 0 (no change) and backout with lambda 0.5; both lambdas get gradients."""
+    tokens = torch.randint(0, 50257, (257,), generator=torch.Generator().manual_seed(1))
+    tokens[::50] = 50256
+    plain, smear = smear_backout_model(), smear_backout_model(smear=True)
+    with torch.no_grad():
+        smear.load_state_dict({k: v for k, v in plain.state_dict().items() if k != "scalars"}, strict=False)
+        smear.scalars[:plain.scalars.numel() - 2].copy_(plain.scalars[:-2])
+        plain.lm_head_w.normal_()
+        smear.lm_head_w.copy_(plain.lm_head_w)
+    assert smear.scalars.numel() % 8 == 0 and smear.scalars[smear.smear_at] == 0  # 54 + 1 + gate of 1, padded
+    torch.testing.assert_close(loss_of(smear, tokens), loss_of(plain, tokens))
+    loss_of(smear, tokens).backward()
+    assert smear.scalars.grad[smear.smear_at] != 0  # lambda learns; the gate follows once lambda moves
+
+    backout = smear_backout_model(backout_layer=3)
+    assert backout.scalars[backout.backout_at] == 0.5
+    with torch.no_grad():
+        backout.lm_head_w.normal_()
+    before = loss_of(backout, tokens)
+    with torch.no_grad():
+        backout.scalars[backout.backout_at] = 0.0
+    after_zero = loss_of(backout, tokens)
+    assert before != after_zero  # the subtraction reaches the logits
+    after_zero.backward()
+    assert backout.scalars.grad[backout.backout_at] != 0
+
+
+def test_smear_mixes_exactly_the_previous_token():
+    model = smear_backout_model(smear=True)
+    embedded = torch.randn(5, 64)
+    with torch.no_grad():
+        model.scalars[model.smear_at] = 0.3  # gate weights 0: sigmoid(0) = 0.5, so each token adds 0.15 x previous
+    out = model.smeared(embedded)
+    torch.testing.assert_close(out[0], embedded[0])
+    torch.testing.assert_close(out[1:], embedded[1:] + 0.15 * embedded[:-1])
