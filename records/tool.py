@@ -382,7 +382,25 @@ def group_stats(losses, target):
     return n, mean, std, t, t_cdf(t, n - 1)
 
 
-def run_row(log):
+def target_crossing(log, target):
+    """Where the validations first reach target: ((step, seconds) of the first val loss <= target, (step, seconds)
+    linearly interpolated between it and the validation before it), or None when none reaches it."""
+    previous = None
+    for row in log.steps:
+        loss, ms = number(row.get("val_loss")), number(row.get("train_time"))
+        if loss is None or ms is None or not math.isfinite(loss):
+            continue
+        if loss <= target:
+            if previous is None:
+                return (row["step"], ms / 1000), (row["step"], ms / 1000)
+            step0, ms0, loss0 = previous
+            share = (loss0 - target) / (loss0 - loss)
+            return (row["step"], ms / 1000), (step0 + share * (row["step"] - step0), (ms0 + share * (ms - ms0)) / 1000)
+        previous = (row["step"], ms, loss)
+    return None
+
+
+def run_row(log, target):
     """The table cells for one log."""
     val = log.last("val_loss")
     train_ms = number(log.last("train_time"))
@@ -395,6 +413,8 @@ def run_row(log):
         f"{step_avg:.2f}" if step_avg is not None else "n/a",
         f"{last['step']}/{last['total']}" if last else "n/a",
         str(log.peak_allocated_mib) if log.peak_allocated_mib is not None else "n/a",
+        *([f"{reached[0][0]}/{reached[0][1]:.2f}s", f"{reached[1][0]:.1f}/{reached[1][1]:.2f}s"]
+          if (reached := target_crossing(log, target)) else ["n/a", "n/a"]),
         "stopped" if log.stopped is not None else "",
     ]
 
@@ -445,9 +465,10 @@ def plot_curves(logs, png):
 
 def cmd_compare(args):
     groups = collect_groups(args.logs)
-    rows = [["log", "val_loss", "train_time_s", "step_avg_ms", "steps", "peak_mem_MiB", "note"]]
+    rows = [["log", "val_loss", "train_time_s", "step_avg_ms", "steps", "peak_mem_MiB", "target_reached",
+             "interpolated", "note"]]
     for logs in groups.values():
-        rows += [run_row(log) for log in logs]
+        rows += [run_row(log, args.target) for log in logs]
     print_table(rows)
     for name, logs in groups.items():
         print(group_summary(name, logs, args.target))

@@ -294,10 +294,25 @@ def test_compare_statistics_match_hand_computed_t_test(tmp_path):
     assert "p >= 0.01" in line  # 0.027: not enough for a record
 
     for i in range(4):
-        row = rf"^{re.escape(str(group / f'run{i}.txt'))}\s+{losses[i]}\s+0\.700\s+35\.00\s+20/20\s+33512\s*$"
+        row = (rf"^{re.escape(str(group / f'run{i}.txt'))}\s+{losses[i]}\s+0\.700\s+35\.00\s+20/20\s+33512"
+               rf"\s+20/0\.70s\s+\S+/\S+s\s*$")
         assert re.search(row, result.stdout, re.M)
     png = (tmp_path / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 1000
+
+
+def test_compare_reports_where_the_validations_first_reach_the_target(tmp_path):
+    """First val loss <= target at step 10 (350 ms); between step 0 (10.8 at 0 ms) and it, linearly: 5.0 -> 3.28
+    is at share (10.8 - 5.0) / (10.8 - 3.2) of the way. A run that never reaches the target says n/a."""
+    reached = make_log(tmp_path / "reached.txt", val_losses=(10.8, 3.2, 3.1))
+    missed = make_log(tmp_path / "missed.txt", val_losses=(10.8, 4.0, 3.5))
+    result = tool("compare", reached, missed, "--target", "5.0")
+    assert result.returncode == 0, result.stderr
+    share = (10.8 - 5.0) / (10.8 - 3.2)
+    expected = f"10/0.35s\\s+{10 * share:.1f}/{0.35 * share:.2f}s"
+    assert re.search(rf"^{re.escape(str(reached))}\s.*\s{expected}\s*$", result.stdout, re.M), result.stdout
+    result = tool("compare", missed, "--target", "3.28")
+    assert re.search(rf"^{re.escape(str(missed))}\s.*33512\s+n/a\s+n/a\s*$", result.stdout, re.M), result.stdout
 
 
 def test_compare_single_log_has_no_p_value_and_loose_files_form_one_group(tmp_path):
@@ -367,7 +382,7 @@ def test_cpu_log_without_peak_memory_line(tmp_path):
     assert load_tool_module().load_log(log).peak_allocated_mib is None
     result = tool("compare", log)
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s*$", result.stdout, re.M)
+    assert re.search(rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s+n/a\s+n/a\s*$", result.stdout, re.M)
 
 
 TORCHRUN_1 = ["torchrun", "--standalone", "--nproc_per_node=1", "S"]
@@ -705,7 +720,7 @@ def test_compare_real_logs_with_fixed_final_losses(run_a, tmp_path):
     step_avg = float(log.last("step_avg")[:-2])
     for i, loss in enumerate(fixed):
         row = (rf"^{re.escape(str(group / f'run{i}.txt'))}\s+{loss}\s+{train_s:.3f}\s+{step_avg:.2f}\s+2/2"
-               r"\s+n/a\s*$")  # CPU runs log no peak memory
+               rf"\s+n/a\s+2/{train_s:.2f}s\s+\S+\s*$")  # CPU runs log no peak memory; all reach 3.28
         assert re.search(row, result.stdout, re.M), result.stdout
     png = (tmp_path / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
