@@ -2,6 +2,8 @@
 # A/B of variants on the proxy benchmark in one device call; each quoted argument is one variant: overrides,
 # optionally after a script path (e.g. a copy of the version before a change, kept in the ignored perf/base/).
 # With several GPUs the variants run side by side, variant i on GPU i mod N (set AB_GPUS=1 to run them in turn).
+# Each GPU's runs share their own inductor and Triton caches (under /tmp), so that two first runs side by side both
+# compile from cold, as on separate machines, and a GPU's later runs start warm from its earlier ones.
 # Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
@@ -13,6 +15,7 @@ variants=("$@"); names=()
 for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU $((i % gpus))): ${variants[$i]}"; done
 for gpu in $(seq 0 $((gpus - 1))); do
     (
+        export TORCHINDUCTOR_CACHE_DIR=/tmp/ab_caches/gpu$gpu/inductor TRITON_CACHE_DIR=/tmp/ab_caches/gpu$gpu/triton
         for i in "${!variants[@]}"; do
             [ $((i % gpus)) -eq "$gpu" ] || continue
             read -r -a words <<< "${variants[$i]}"
