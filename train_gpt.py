@@ -645,7 +645,8 @@ class GPT(nn.Module):
             return embedded
         gate_dim = embedded.size(-1) // 64
         smear_lambda, gate_w = self.scalars[self.smear_at], self.scalars[self.smear_at + 1:][:gate_dim]
-        share = (smear_lambda * torch.sigmoid(embedded[1:, :gate_dim] @ gate_w.type_as(embedded))).type_as(embedded)[:, None]
+        gate = torch.sigmoid(embedded[1:, :gate_dim] @ gate_w.type_as(embedded))
+        share = (smear_lambda * gate).type_as(embedded)[:, None]
         return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
 
     def logits(self, x: Tensor) -> Tensor:
