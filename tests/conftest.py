@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: where the repository and the shared assets live."""
+"""Shared pytest fixtures: where the repository and the shared assets live, and a torch.compile that counts its
+compilations."""
 
 import os
 
@@ -17,6 +18,21 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def repo_root() -> Path:
     """The repository root (the folder holding train_gpt.py and data/)."""
     return REPO_ROOT
+
+
+@pytest.fixture
+def counted_compile():
+    """(compile, graphs): compile(fn) is torch.compile(fn, dynamic=False) with a backend that runs each graph
+    as traced and appends it to graphs, so a test can count (re)compilations."""
+    import torch
+    graphs = []
+
+    def recording_backend(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    torch._dynamo.reset()
+    return (lambda fn: torch.compile(fn, backend=recording_backend, dynamic=False)), graphs
 
 
 @pytest.fixture

@@ -143,15 +143,9 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
     assert medium.window_blocks(0, args) == 1 and medium.window_blocks(6450, args) == 14
 
 
-def test_compiled_adam_update_matches_eager_for_bf16_weights_without_recompiles():
-    compilations = []
-
-    def counting_backend(graph, example_inputs):
-        compilations.append(graph)
-        return graph.forward
-
-    torch._dynamo.reset()
-    compiled_update = torch.compile(medium.adam_update, backend=counting_backend, dynamic=False)
+def test_compiled_adam_update_matches_eager_for_bf16_weights_without_recompiles(counted_compile):
+    compile_fn, compilations = counted_compile
+    compiled_update = compile_fn(medium.adam_update)
     torch.manual_seed(4)
     weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
     twin = torch.nn.Parameter(weight.detach().clone())

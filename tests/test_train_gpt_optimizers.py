@@ -472,17 +472,11 @@ def test_two_gloo_processes_match_one_process_with_normuon(tmp_path):
     assert ranks[1]["kept"] == {1: keys}
 
 
-def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape():
+def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_compile):
     """The update the GPU run compiles: same result as eager, and the step-dependent lr and bias
     corrections (0-d tensors) do not trigger a recompile as they change every step."""
-    compilations = []
-
-    def counting_backend(graph, example_inputs):
-        compilations.append(graph)
-        return graph.forward
-
-    torch._dynamo.reset()
-    compiled_update = torch.compile(train_gpt.adam_update, backend=counting_backend, dynamic=False)
+    compile_fn, compilations = counted_compile
+    compiled_update = compile_fn(train_gpt.adam_update)
     params = make_params(ADAM_SHAPES[:1] * 2, 7)
     twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
     compiled = ShardedAdam([dict(params=params, lr=0.6)], (0.8, 0.95), 1e-10, Comm(0, 1), compiled_update)
