@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of variants on the proxy benchmark in one device call; each quoted argument is one variant: overrides,
 # optionally after a script path (e.g. a copy of the version before a change, kept in the ignored perf/base/).
-# With several GPUs the variants run side by side, variant i on GPU i mod N (set AB_GPUS=1 to run them in turn).
+# With several GPUs the variants run side by side, variant i on GPU i mod N (set AB_GPUS=1 to run them in turn);
+# AB_GPU_IDS="1" (a list) runs them on those GPUs only, leaving the others to a job started next to it.
 # Each GPU's runs share their own inductor and Triton caches (under /tmp), so that two first runs side by side both
 # compile from cold, as on separate machines, and a GPU's later runs start warm from its earlier ones.
 # Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
@@ -11,13 +12,15 @@ track=${1:?short or medium}; out=${2:?output folder}; shift 2
 steps=$(proxy_steps "$track") || exit 2
 unpack_proxy_data
 gpus=${AB_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}; [ "$gpus" -ge 1 ] || gpus=1
+read -r -a gpu_ids <<< "${AB_GPU_IDS:-$(seq -s ' ' 0 $((gpus - 1)))}"; gpus=${#gpu_ids[@]}
 variants=("$@"); names=()
-for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU $((i % gpus))): ${variants[$i]}"; done
-for gpu in $(seq 0 $((gpus - 1))); do
+for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU ${gpu_ids[$((i % gpus))]}): ${variants[$i]}"; done
+for slot in $(seq 0 $((gpus - 1))); do
+    gpu=${gpu_ids[$slot]}
     (
         export TORCHINDUCTOR_CACHE_DIR=/tmp/ab_caches/gpu$gpu/inductor TRITON_CACHE_DIR=/tmp/ab_caches/gpu$gpu/triton
         for i in "${!variants[@]}"; do
-            [ $((i % gpus)) -eq "$gpu" ] || continue
+            [ $((i % gpus)) -eq "$slot" ] || continue
             read -r -a words <<< "${variants[$i]}"
             script=$(track_script "$track")
             if [[ ${words[0]:-} == *.py ]]; then script=${words[0]}; words=("${words[@]:1}"); fi
