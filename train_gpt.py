@@ -270,7 +270,9 @@ def softcap_ce_backward_kernel(logits_ptr, targets_ptr, lse_ptr, grad_loss_ptr, 
     grad = grad_loss[:, None] * (softmax - one_hot) * (4.0 * s * (1.0 - s))  # d(30 sigmoid(z / 7.5)) / dz
     grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max).to(grad_ptr.dtype.element_ty)
     tl.store(grad_ptr + r * vocab + c, grad, mask=mask)
-    tl.store(grad_t_ptr + c * rows + r, grad, mask=mask)
+    # the transpose as a (cols x rows) block whose last dimension is contiguous, so that its stores coalesce
+    # (a store to transposed addresses of the (rows x cols) block wrote single bytes 50,304 apart: 11.8 ms a step)
+    tl.store(grad_t_ptr + tl.trans(c) * rows + tl.trans(r), tl.trans(grad), mask=tl.trans(mask))
 
 
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
@@ -298,7 +300,7 @@ def launch_softcap_ce_backward(logits: Tensor, targets: Tensor, lse: Tensor, gra
     """Writes the logits' gradient / grad_s, clamped to e5m2's range, into grad and its transpose into grad_t
     (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
     rows, vocab = logits.shape
-    block_rows, block_cols = 64, 128
+    block_rows, block_cols = 128, 128
     grid = (triton.cdiv(rows, block_rows), triton.cdiv(vocab, block_cols))
     softcap_ce_backward_kernel[grid](logits, targets, lse, grad_loss, grad, grad_t, rows, vocab, 1 / grad_s,
                                      torch.finfo(torch.float8_e5m2).max, BLOCK_ROWS=block_rows,

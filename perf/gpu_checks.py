@@ -60,10 +60,12 @@ def fused_head_ce_checks() -> list[bool]:
                                                   reduction="none")
     loss.sum().backward()
     reference.sum().backward()
+    # both quantise the gradient to e5m2, the torch path after rounding it to bf16 and dividing in bf16: two
+    # roundings of 2 mantissa bits apart, 2.2e-2 in session 5
     results = [check("fused head CE loss vs torch", relative_error(loss, reference), 1e-5),
-               check("fused head CE grad_x vs torch", relative_error(xs[0].grad, xs[1].grad), 1e-2),
-               check("fused head CE grad_w vs torch", relative_error(ws[0].grad, ws[1].grad), 1e-2)]
-    z = logits.float().requires_grad_(True)
+               check("fused head CE grad_x vs torch", relative_error(xs[0].grad, xs[1].grad), 4e-2),
+               check("fused head CE grad_w vs torch", relative_error(ws[0].grad, ws[1].grad), 4e-2)]
+    z = logits.detach().float().requires_grad_(True)
     torch.nn.functional.cross_entropy(tg.softcap(z), targets.long(), reduction="sum").backward()
     grad_f8, grad_f8_t = tg.softcap_ce_backward(logits, targets, lse, torch.ones_like(lse), scales[2])
     expected = tg.to_float8(z.grad, scales[2], torch.float8_e5m2)
