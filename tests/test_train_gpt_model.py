@@ -249,13 +249,22 @@ def test_rotary_rotates_half_the_dims_and_keeps_norms():
 
 
 def test_softcap_bounds_the_logits():
+    capped = train_gpt.softcap(torch.randn(16, 50304).bfloat16() * 1000)
+    assert capped.dtype == torch.float32
+    assert capped.min() >= 0 and capped.max() <= 30 and capped.max() > 29.9 and capped.min() < 0.1
+    torch.testing.assert_close(train_gpt.softcap(torch.zeros(3)), torch.full((3,), 15.0))
+
+
+def test_eval_head_loss_is_the_mean_cross_entropy_of_the_softcapped_bf16_logits():
     model = tiny_model()
     with torch.no_grad():
         model.lm_head_w.normal_(0, 10.0)
     model.eval()
-    logits = model.logits(F.rms_norm(torch.randn(1, 16, 64), (64,)).bfloat16())
-    assert logits.shape == (16, 50304)
-    assert logits.min() >= 0 and logits.max() <= 30
+    x = F.rms_norm(torch.randn(16, 64), (64,)).bfloat16()
+    targets = torch.randint(0, 50257, (16,), dtype=torch.int32)
+    logits = (x @ model.lm_head_w.bfloat16().T).float()
+    expected = F.cross_entropy(30 * torch.sigmoid(logits / 7.5), targets.long())
+    torch.testing.assert_close(model.head_loss(x, targets), expected)
 
 
 def test_attention_layers_share_one_rotary_table():
