@@ -346,7 +346,7 @@ def test_build_optimizers_passes_the_newton_schulz_coefficients():
 
 def test_build_optimizers_turns_normuon_on_only_for_its_variant():
     args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128,
-                           normuon_beta2=0.9)
+                           normuon_beta2=0.9, muon_variant="muon")
     with torch.device("meta"):
         model = train_gpt.GPT(args)
     muon = train_gpt.build_optimizers(model, args, Comm(0, 1))[1]
