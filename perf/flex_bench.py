@@ -1,7 +1,8 @@
 """FlexAttention forward + backward time of each track's attention shape under several kernel_options, with the
 track's own document-causal sliding-window block masks over real proxy documents (run on a GPU).
 
-python perf/flex_bench.py  ->  one line per (track, window, options) with milliseconds, then the fastest per row.
+python perf/flex_bench.py [short|medium ...]  ->  one line per (track, window, options) with milliseconds, then the
+fastest per row (both tracks when none is named; each option set compiles, ~10-20 s).
 Each option set must give the same output as the default (checked) before its time counts.
 """
 import glob
@@ -26,7 +27,7 @@ OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the defa
     "bwd 32x128/128x32": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32},
     "warps 4 stages 3": {"num_warps": 4, "num_stages": 3},
 }
-SHAPES = [("track 1", short, 48 * 1024, 6), ("track 2", medium, 64 * 1024, 8)]  # tokens, heads of 128
+SHAPES = {"short": ("track 1", short, 48 * 1024, 6), "medium": ("track 2", medium, 64 * 1024, 8)}  # tokens, heads
 
 
 def proxy_tokens(count: int) -> torch.Tensor:
@@ -43,9 +44,9 @@ def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor]:
     return ms, out
 
 
-def main():
+def main(tracks: list[str]):
     torch.manual_seed(0)
-    for track, script, tokens, heads in SHAPES:
+    for track, script, tokens, heads in (SHAPES[name] for name in tracks or SHAPES):
         docs = (proxy_tokens(tokens) == script.EOT_TOKEN).cumsum(0)
         q, k, v = (torch.randn(1, heads, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
@@ -69,4 +70,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
