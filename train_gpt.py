@@ -254,26 +254,38 @@ def softcap_ce_forward_kernel(logits_ptr, targets_ptr, loss_ptr, lse_ptr, vocab,
 
 
 @triton.jit
-def softcap_ce_backward_kernel(logits_ptr, targets_ptr, lse_ptr, grad_loss_ptr, grad_ptr, grad_t_ptr, rows, vocab,
-                               inv_grad_s, grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
-    row_ids = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col_ids = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
-    row_ok, col_ok = row_ids < rows, col_ids < vocab
-    mask = row_ok[:, None] & col_ok[None, :]
-    r, c = row_ids.to(tl.int64)[:, None], col_ids.to(tl.int64)[None, :]
-    z = tl.load(logits_ptr + r * vocab + c, mask=mask, other=0.0).to(tl.float32)
+def softcap_ce_backward_kernel(logits_ptr, targets_ptr, lse_ptr, grad_loss_ptr, grad_ptr, rows, vocab, inv_grad_s,
+                               grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    first_row, first_col = tl.program_id(0) * BLOCK_ROWS, tl.program_id(1) * BLOCK_COLS
+    row_ids, col_ids = first_row + tl.arange(0, BLOCK_ROWS), first_col + tl.arange(0, BLOCK_COLS)
+    row_ok = row_ids < rows
+    mask = row_ok[:, None] & (col_ids < vocab)[None, :]
+    # 64-bit offset for the block's corner, 32-bit inside it (64-bit offsets per element cost registers)
+    offsets = first_row.to(tl.int64) * vocab + first_col + tl.arange(0, BLOCK_ROWS)[:, None] * vocab + \
+        tl.arange(0, BLOCK_COLS)[None, :]
+    z = tl.load(logits_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     lse = tl.load(lse_ptr + row_ids, mask=row_ok, other=0.0)
     target = tl.load(targets_ptr + row_ids, mask=row_ok, other=-1)
     grad_loss = tl.load(grad_loss_ptr + row_ids, mask=row_ok, other=0.0)
-    s = tl.sigmoid(z / 7.5)
+    s = tl.sigmoid(z * (1 / 7.5))
     softmax = tl.exp(30.0 * s - lse[:, None])
-    one_hot = tl.where(c == target.to(tl.int64)[:, None], 1.0, 0.0)
+    one_hot = tl.where(col_ids[None, :] == target[:, None], 1.0, 0.0)
     grad = grad_loss[:, None] * (softmax - one_hot) * (4.0 * s * (1.0 - s))  # d(30 sigmoid(z / 7.5)) / dz
-    grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max).to(grad_ptr.dtype.element_ty)
-    tl.store(grad_ptr + r * vocab + c, grad, mask=mask)
-    # the transpose as a (cols x rows) block with its contiguous dimension last; this kernel takes 11 ms a step on an
-    # H200, ~4x its memory-bound time: Triton computes the block once per store layout (perf/NOTES.md)
-    tl.store(grad_t_ptr + tl.trans(c) * rows + tl.trans(r), tl.trans(grad), mask=tl.trans(mask))
+    grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max)
+    tl.store(grad_ptr + offsets, grad.to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
+    """dst (cols x rows) = src (rows x cols).T, a square block per program: loads and stores both coalesced
+    (Triton swaps the block's layout through shared memory)."""
+    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    local = tl.arange(0, BLOCK)
+    mask = (first_row + local < rows)[:, None] & (first_col + local < cols)[None, :]
+    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
+                    mask=mask)
+    tl.store(dst_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
+             tl.trans(block), mask=tl.trans(mask))
 
 
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
@@ -299,13 +311,16 @@ def _(x, w, targets, x_s, w_s, grad_s):
 def launch_softcap_ce_backward(logits: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, grad_s: float,
                                grad: Tensor, grad_t: Tensor):
     """Writes the logits' gradient / grad_s, clamped to e5m2's range, into grad and its transpose into grad_t
-    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
+    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround).
+    Two kernels: one kernel writing both layouts had Triton compute every element twice, once per layout."""
     rows, vocab = logits.shape
-    block_rows, block_cols = 128, 128
-    grid = (triton.cdiv(rows, block_rows), triton.cdiv(vocab, block_cols))
-    softcap_ce_backward_kernel[grid](logits, targets, lse, grad_loss, grad, grad_t, rows, vocab, 1 / grad_s,
-                                     torch.finfo(torch.float8_e5m2).max, BLOCK_ROWS=block_rows,
-                                     BLOCK_COLS=block_cols, num_warps=8)
+    block_rows, block_cols = 16, 256  # 16 elements a thread: 40 registers (sm_90), so SMs hold many warps
+    softcap_ce_backward_kernel[(triton.cdiv(rows, block_rows), triton.cdiv(vocab, block_cols))](
+        logits, targets, lse, grad_loss, grad, rows, vocab, 1 / grad_s, torch.finfo(torch.float8_e5m2).max,
+        BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=8)
+    block = 64
+    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(vocab, block))](grad, grad_t, rows, vocab, BLOCK=block,
+                                                                             num_warps=4)
 
 
 @torch.library.custom_op("nanogpt::softcap_ce_backward", mutates_args=())

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository root (the folder holding train_gpt.py and data/)."""
     return REPO_ROOT

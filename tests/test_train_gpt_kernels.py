@@ -435,3 +435,11 @@ def test_fused_head_ce_opcheck(interpreted_kernel, op, test_util):
         _, lse, logits, _, _ = train_gpt.fp8_head_ce(x, w, targets, *SCALES)
         args = (logits, targets, lse, torch.ones(TOKENS), SCALES[2])
     assert torch.library.opcheck(getattr(train_gpt, op), args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 64), (70, 130), (1, 200), (129, 3)])
+def test_transpose_kernel_of_partial_blocks(interpreted_kernel, rows, cols):
+    src = torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows * cols))
+    dst = torch.full((cols, rows), float("nan"))
+    train_gpt.transpose_kernel[(-(-rows // 64), -(-cols // 64))](src, dst, rows, cols, BLOCK=64)
+    assert torch.equal(dst, src.T)

@@ -1,0 +1,103 @@
+"""Compile track 1's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
+their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, and
+how often each bf16 input element is converted (twice means Triton computes the block once per layout).
+
+python perf/kernel_report.py [path/to/train_gpt.py]  ->  one line per kernel and launch configuration.
+The configurations mirror the launchers in train_gpt.py; integer arguments and pointers are taken as divisible by
+16, as Triton's JIT specialises them for the model's shapes.
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU, not the interpreter
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+
+# Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
+ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16", "targets_ptr": "*i32",
+             "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
+             "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
+             "inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1}
+# kernel name: its launch configurations in train_gpt.py, as (constexprs, num_warps)
+CONFIGS = {
+    "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
+    "softcap_ce_forward_kernel": [(dict(BLOCK=2048), 8)],
+    "softcap_ce_backward_kernel": [(dict(BLOCK_ROWS=16, BLOCK_COLS=256), 8)],
+    "transpose_kernel": [(dict(BLOCK=64), 4)],
+}
+
+
+def load_script(path: str):
+    spec = importlib.util.spec_from_file_location("track_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_kernel(kernel, constexprs: dict, num_warps: int):
+    """Other integers are i32 and, like pointers, divisible by 16 (the model's shapes are)."""
+    signature, constants, attrs = {}, dict(constexprs), {}
+    for i, name in enumerate(kernel.arg_names):
+        kind = "constexpr" if name in constexprs else ARG_TYPES.get(name, "i32")
+        if isinstance(kind, int):
+            constants[name], kind = kind, "constexpr"
+        signature[name] = kind
+        if kind.startswith("*") or kind == "i32":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    source = ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs)
+    return triton.compile(source, target=TARGET, options=dict(num_warps=num_warps))
+
+
+def ptxas_usage(ptx: str) -> tuple[int, int]:
+    """(registers, spill-store bytes) per thread, from ptxas -v."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kernel_report_{os.getpid()}.ptx"
+    path.write_text(ptx)
+    try:
+        out = subprocess.run([str(PTXAS), "-v", f"-arch=sm_{TARGET.arch}a", str(path), "-o", os.devnull],
+                             capture_output=True, text=True, check=True).stderr
+    finally:
+        path.unlink()
+    return int(re.search(r"Used (\d+) registers", out)[1]), int(re.search(r"(\d+) bytes spill stores", out)[1])
+
+
+def widest(ptx: str, op: str) -> int:
+    """Bytes of the widest global load (ld, or cp.async into shared memory) or store (st) in the PTX."""
+    sizes = [int(vec or 1) * int(bits) // 8 for vec, bits in re.findall(rf"{op}\.global(?:\.\w+)*?(?:\.v(\d))?\.b(\d+)",
+                                                                        ptx)]
+    if op == "ld":
+        sizes += [int(size, 0) for size in re.findall(r"cp\.async[\w.]*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(\w+)", ptx)]
+    return max(sizes, default=0)
+
+
+def report(kernel_name: str, kernel, constexprs: dict, num_warps: int) -> str:
+    compiled = compile_kernel(kernel, constexprs, num_warps)
+    ptx = compiled.asm["ptx"]
+    registers, spills = ptxas_usage(ptx)
+    conversions = len(re.findall(r"cvt\.f32\.bf16", ptx))
+    settings = " ".join(f"{k}={v}" for k, v in constexprs.items())
+    return (f"{kernel_name} [{settings} warps={num_warps}]: {registers} registers, {spills} B spilled, "
+            f"{compiled.metadata.shared} B shared, widest load {widest(ptx, 'ld')} B / store {widest(ptx, 'st')} B, "
+            f"{conversions} bf16->fp32 conversions a thread")
+
+
+def main(argv: list[str]) -> int:
+    script = load_script(argv[0] if argv else str(Path(__file__).resolve().parents[1] / "train_gpt.py"))
+    for name, configs in CONFIGS.items():
+        for constexprs, num_warps in configs:
+            if not hasattr(script, name):
+                print(f"{name}: not in this script")
+                continue
+            print(report(name, getattr(script, name), constexprs, num_warps))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

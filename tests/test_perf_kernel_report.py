@@ -1,0 +1,47 @@
+"""perf/kernel_report.py: track 1's Triton kernels compiled for sm_90 on this (GPU-less) machine, and the
+properties their speed rests on. It runs in a subprocess: it needs Triton's GPU compiler, while the other tests
+import the scripts under Triton's interpreter (TRITON_INTERPRET=1, tests/conftest.py)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def report(repo_root):
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "perf/kernel_report.py"], cwd=repo_root, env=env, capture_output=True,
+                            text=True, timeout=300)
+    if result.returncode != 0 and "ptxas" in result.stderr:
+        pytest.skip(f"no ptxas in this Triton install: {result.stderr.strip().splitlines()[-1]}")
+    assert result.returncode == 0, result.stderr
+    lines = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"(\w+) \[.*\]: (\d+) registers, (\d+) B spilled, (\d+) B shared, widest load (\d+) B / "
+                         r"store (\d+) B, (\d+) bf16->fp32 conversions a thread", line)
+        assert match, line
+        lines[match[1]] = [int(value) for value in match.groups()[1:]]
+    return lines
+
+
+def test_every_kernel_of_track_1_is_reported(report):
+    assert set(report) == {"sym_matmul_kernel", "softcap_ce_forward_kernel", "softcap_ce_backward_kernel",
+                           "transpose_kernel"}
+
+
+def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
+    for name, (registers, spilled, shared, widest_load, widest_store, _) in report.items():
+        assert 0 < registers <= 255 and spilled == 0, name
+        assert widest_load == 16, name
+
+
+def test_cross_entropy_backward_computes_each_element_once_with_room_for_many_warps(report):
+    """16 x 256 elements over 256 threads: 16 conversions a thread. 32 would mean Triton computes the block twice,
+    once per layout (the first fused kernel did, writing the gradient and its transpose from one block)."""
+    registers, _, shared, _, widest_store, conversions = report["softcap_ce_backward_kernel"]
+    assert conversions == 16 and shared == 0
+    assert registers <= 64  # 8 warps a block, several blocks an SM
+    assert widest_store == 16
