@@ -31,6 +31,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import triton
+import triton.language as tl
 from torch import Tensor
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
@@ -177,6 +178,71 @@ def split_fp32(x: Tensor) -> tuple[Tensor, Tensor]:
 def softcap(logits: Tensor) -> Tensor:
     """ISRU logit cap to (-15, 15): 15 z / sqrt(z^2 + 225); replaced 30 sigmoid(z / 7.5) in record 7."""
     return 15 * logits * torch.rsqrt(logits.square() + 225)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fused head: the training loss is the graph's end, so the head computes its own gradients in the forward; a Triton
+# kernel takes each row of logits to its loss and overwrites it with the loss's gradient (one read for the
+# logsumexp, one read and one write for the gradient), and no tokens x vocabulary tensor outlives the op
+
+
+@triton.jit
+def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    row_logits = logits_ptr + row * row_stride
+    total = tl.zeros([BLOCK], tl.float32)  # capped logits lie in (-15, 15): exp() cannot overflow, no max needed
+    for start in range(0, vocab, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
+        total += tl.where(cols < vocab, tl.exp(15.0 * z * tl.rsqrt(z * z + 225.0)), 0.0)
+    lse = tl.log(tl.sum(total, axis=0))
+    target = tl.load(targets_ptr + row)
+    z_target = tl.load(row_logits + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - 15.0 * z_target * tl.rsqrt(z_target * z_target + 225.0))
+    for start in range(0, vocab, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
+        inv = tl.rsqrt(z * z + 225.0)
+        softmax = tl.exp(15.0 * z * inv - lse)
+        grad = (softmax - tl.where(cols == target, 1.0, 0.0)) * (3375.0 * inv * inv * inv)  # d cap / dz = 15^3 inv^3
+        tl.store(row_logits + cols, grad.to(logits_ptr.dtype.element_ty), mask=cols < vocab)
+
+
+CE_BLOCK = 2048
+
+
+def softcap_ce_in_place(logits: Tensor, targets: Tensor) -> Tensor:
+    """Each row's cross entropy of softcap(logits); logits (tokens x vocabulary, contiguous) becomes its gradient."""
+    rows, vocab = logits.shape
+    loss = logits.new_empty(rows, dtype=torch.float32)
+    softcap_ce_kernel[(rows,)](logits, targets, loss, vocab, logits.stride(0), BLOCK=CE_BLOCK, num_warps=8)
+    return loss
+
+
+@torch.library.custom_op("nanogpt_medium::head_ce", mutates_args=())
+def head_ce(x: Tensor, w: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed cross entropy of softcap(x @ w.T) (x: tokens x dim, w: vocabulary x dim, both bf16) and its gradients
+    for x and w. CUDA, or Triton's interpreter on CPU tensors."""
+    grad_logits = x @ w.T
+    loss = softcap_ce_in_place(grad_logits, targets).sum()
+    return loss, grad_logits @ w, grad_logits.T @ x
+
+
+@head_ce.register_fake
+def _(x, w, targets):
+    return x.new_empty((), dtype=torch.float32), torch.empty_like(x), torch.empty_like(w)
+
+
+def _head_ce_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*output[1:])
+
+
+def _head_ce_grad(ctx, grad_loss, *_):
+    grad_x, grad_w = ctx.saved_tensors
+    return grad_x * grad_loss, grad_w * grad_loss, None
+
+
+head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup_context)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -490,7 +556,9 @@ class GPT(nn.Module):
         return self.scalars[:skips], block, attn
 
     def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
-        """Summed cross-entropy of the softcapped logits."""
+        """Summed cross-entropy of the softcapped logits (in training on the GPU: the fused head)."""
+        if self.training and x.is_cuda:
+            return head_ce(x, self.lm_head_w.bfloat16(), targets)[0]
         logits = F.linear(x, self.lm_head_w.bfloat16()).float()
         return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum")
 

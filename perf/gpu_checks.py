@@ -1,14 +1,18 @@
-"""Device-side correctness checks of track 1's kernels against plain-torch references (run on a GPU).
+"""Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), and the
+time and memory of track 2's fused head against torch.compile of the plain one.
 
-python perf/gpu_checks.py  ->  one line per check with the relative error; exits 1 on a failure.
+python perf/gpu_checks.py  ->  one line per check with the relative error, then the timings; exits 1 on a failure.
 """
 import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as tg  # noqa: E402
+import train_gpt_medium as tm  # noqa: E402
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -56,6 +60,7 @@ def main() -> int:
                              1.2e-1))
         results.append(check(f"FP8Matmul {name} grad_w vs exact", relative_error(w.grad, exact_x.T @ grad.double()),
                              1.2e-1))
+    results += medium_head_checks()
     return 0 if all(results) else 1
 
 
@@ -87,6 +92,37 @@ def fused_head_ce_checks() -> list[bool]:
     transposed = torch.equal(grad_f8_t.view(torch.uint8), grad_f8.view(torch.uint8).T)
     print(f"{'ok ' if transposed else 'BAD'} fused head CE transposed gradient equals the gradient's transpose")
     return results + [same > 0.999, transposed]
+
+
+def medium_plain_head(x, w, targets):
+    return F.cross_entropy(tm.softcap(F.linear(x, w).float()), targets, reduction="sum")
+
+
+def medium_head_checks() -> list[bool]:
+    """Track 2's fused head (gradients in the forward, the logits' gradient written over the logits) against autograd
+    of the plain head; then forward + backward at the proxy's 64K tokens: time and peak memory of both."""
+    x = F.rms_norm(torch.randn(8192, 1024, device="cuda"), (1024,)).bfloat16()
+    w = (torch.randn(50304, 1024, device="cuda") * 0.5).bfloat16()
+    targets = torch.randint(0, 50304, (8192,), device="cuda")
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    ws = [w.clone().requires_grad_(True) for _ in range(2)]
+    fused = tm.head_ce(xs[0], ws[0], targets)[0]
+    plain = medium_plain_head(xs[1], ws[1], targets)
+    (fused / 8192).backward()
+    (plain / 8192).backward()
+    results = [check("medium head loss vs plain", relative_error(fused, plain), 1e-5),
+               check("medium head grad_x vs plain", relative_error(xs[0].grad, xs[1].grad), 1e-2),
+               check("medium head grad_w vs plain", relative_error(ws[0].grad, ws[1].grad), 1e-2)]
+    x = F.rms_norm(torch.randn(65536, 1024, device="cuda"), (1024,)).bfloat16().requires_grad_(True)
+    targets = torch.randint(0, 50304, (65536,), device="cuda")
+    compiled = torch.compile(medium_plain_head)
+    for name, head in [("fused head", lambda *a: tm.head_ce(*a)[0]), ("torch.compile plain head", compiled)]:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        ms = do_bench(lambda: head(x, ws[0], targets).backward(), grad_to_none=[x, ws[0]])
+        peak = torch.cuda.max_memory_allocated() / 2 ** 30
+        print(f"time {name}: forward + backward of 65536 x 1024 -> 50304, {ms:.2f} ms, peak {peak:.1f} GiB")
+    return results
 
 
 if __name__ == "__main__":

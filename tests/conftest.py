@@ -43,3 +43,24 @@ def shared_dir() -> Path:
         pytest.fail(f"{shared} is missing: these tests need the shared assets folder "
                     f"(proxy/sample.jsonl, tokenizer/tiktoken_cache) next to the repository")
     return shared
+
+
+@pytest.fixture
+def triton_interpreter(monkeypatch):
+    """Triton's interpreter module, for kernel tests on CPU tensors (TRITON_INTERPRET=1 above). numpy >= 2.4
+    refuses int() of a 1-element array, which triton 3.6's interpreter does for loop bounds
+    (triton-lang/triton#9171): that one conversion is patched for the test."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    try:
+        int(np.ones(1))
+    except TypeError:
+        original = interpreter._patch_lang_tensor
+
+        def patch_lang_tensor(tensor, scope):
+            original(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+        monkeypatch.setattr(interpreter, "_patch_lang_tensor", patch_lang_tensor)
+    return interpreter

@@ -4,7 +4,6 @@ orthogonalisation: each against a plain float reference on CPU."""
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -146,21 +145,9 @@ def test_opcheck(op, requires_grad, test_util):
 
 
 @pytest.fixture
-def interpreted_kernel(monkeypatch):
-    from triton.runtime import interpreter
-
-    if not isinstance(train_gpt.sym_matmul_kernel, interpreter.InterpretedFunction):
+def interpreted_kernel(triton_interpreter):
+    if not isinstance(train_gpt.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
         pytest.skip("train_gpt was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
-    try:  # numpy >= 2.4 refuses int() of a 1-element array, which triton 3.6's interpreter does for
-        int(np.ones(1))  # loop bounds (triton-lang/triton#9171); patch that one conversion for this test
-    except TypeError:
-        original = interpreter._patch_lang_tensor
-
-        def patch_lang_tensor(tensor, scope):
-            original(tensor, scope)
-            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-        monkeypatch.setattr(interpreter, "_patch_lang_tensor", patch_lang_tensor)
     return train_gpt.sym_matmul_triton
 
 

@@ -1,0 +1,93 @@
+"""train_gpt_medium.py, section "Fused head": the Triton kernel that turns softcapped logits into their cross
+entropy and overwrites them with its gradient, and the head op around it, run on CPU tensors in Triton's
+interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import train_gpt_medium as medium  # noqa: E402
+
+ROWS, VOCAB, DIM = 6, 300, 64  # 300 is no multiple of any block: the last block is masked
+
+
+@pytest.fixture(params=[2048, 128], ids=["one block", "three blocks"])
+def interpreted(request, triton_interpreter, monkeypatch):
+    if not isinstance(medium.softcap_ce_kernel, triton_interpreter.InterpretedFunction):
+        pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    monkeypatch.setattr(medium, "CE_BLOCK", request.param)  # several blocks: the sum and the rewrite loop
+
+
+def generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def logits_case(dtype, seed=0):
+    logits = (torch.randn(ROWS, VOCAB, generator=generator(seed)) * 20).to(dtype)  # spans the flat ends of the cap
+    targets = torch.randint(0, VOCAB, (ROWS,), generator=generator(seed + 1))
+    return logits, targets
+
+
+def reference_loss_and_grad(logits, targets):
+    z = logits.float().clone().requires_grad_(True)
+    loss = F.cross_entropy(medium.softcap(z), targets, reduction="none")
+    loss.sum().backward()
+    return loss.detach(), z.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kernel_gives_each_rows_loss_and_leaves_the_gradient_in_place(interpreted, dtype):
+    logits, targets = logits_case(dtype)
+    expected_loss, expected_grad = reference_loss_and_grad(logits, targets)
+    assert expected_grad.abs().max() > 0.1  # the comparison is not between near-zero gradients
+    buffer = logits.clone()
+    loss = medium.softcap_ce_in_place(buffer, targets)
+    assert loss.dtype == torch.float32 and loss.shape == (ROWS,) and buffer.dtype == dtype
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-6, atol=1e-5)
+    tolerance = dict(rtol=0, atol=1e-6) if dtype == torch.float32 else dict(rtol=2 ** -7, atol=1e-5)
+    torch.testing.assert_close(buffer.float(), expected_grad, **tolerance)
+
+
+def head_case(seed):
+    x = F.rms_norm(torch.randn(ROWS * 4, DIM, generator=generator(seed)), (DIM,)).bfloat16()
+    w = (torch.randn(VOCAB, DIM, generator=generator(seed + 1)) * 0.5).bfloat16()  # logits of several units
+    targets = torch.randint(0, VOCAB, (ROWS * 4,), generator=generator(seed + 2))
+    return x, w, targets
+
+
+def test_head_op_matches_autograd_of_the_plain_head(interpreted):
+    x, w, targets = head_case(10)
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    ws = [w.float().clone().requires_grad_(True) for _ in range(2)]
+    fused = medium.head_ce(xs[0], ws[0].bfloat16(), targets)[0]
+    plain = F.cross_entropy(medium.softcap(F.linear(xs[1], ws[1].bfloat16()).float()), targets, reduction="sum")
+    (0.25 * fused).backward()  # the upstream gradient scales what the op computed in its forward
+    (0.25 * plain).backward()
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-4)
+    assert xs[0].grad.dtype == torch.bfloat16 and ws[0].grad.dtype == torch.float32
+    # both round the logits' gradient to bf16 (the plain path after the upstream scale, the op before it)
+    for ours, theirs in [(xs[0].grad, xs[1].grad), (ws[0].grad, ws[1].grad)]:
+        assert (ours.float() - theirs.float()).norm() / theirs.float().norm() < 1e-2
+        assert theirs.float().norm() > 0.1
+
+
+def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch):
+    calls = []
+    monkeypatch.setattr(medium, "head_ce", lambda *a: calls.append(a))
+    model = medium.GPT(medium.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128,
+                                              val_seq_len=128))
+    x = F.rms_norm(torch.randn(16, 64), (64,)).bfloat16()
+    loss = model.head_loss(x, torch.randint(0, 50257, (16,), dtype=torch.int32))
+    assert calls == [] and loss.ndim == 0 and loss > 16 * 10  # summed, near 16 * ln(50304) at init
+
+
+@pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic"])
+def test_opcheck(interpreted, test_util):
+    x, w, targets = head_case(20)
+    args = (x.requires_grad_(test_util != "test_schema"), w.requires_grad_(test_util != "test_schema"), targets)
+    assert torch.library.opcheck(medium.head_ce, args, test_utils=test_util) == {test_util: "SUCCESS"}
