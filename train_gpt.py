@@ -67,8 +67,8 @@ class Hyperparameters:
     num_heads: int = setting(6, "attention heads")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
-    fp8_mlp: str = setting("off", "MLP matmuls on the FP8 tensor cores in training: off, fc_forward (the up "
-                           "projection's forward, as in later records) or all (both projections, with gradients)")
+    fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
+                            "scales from each tensor's maximum")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -239,25 +239,18 @@ def to_float8_scaled(t: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     return to_float8(t, scale, dtype), scale
 
 
-def fp8_matmul_forward(x: Tensor, w: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor, Tensor]]:
-    """x @ w from e4m3 copies of both, and those copies with their scales (the tensor cores take row-major A,
-    column-major B)."""
-    x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn)
-    w_f8, w_scale = to_float8_scaled(w, torch.float8_e4m3fn)
-    out = scaled_mm(x_f8, w_f8.T.contiguous().T, x_scale, w_scale, torch.bfloat16, fast_accum=True)
-    return out, (x_f8, w_f8, x_scale, w_scale)
-
-
 class FP8Matmul(torch.autograd.Function):
     """x @ w (x: tokens x in, w: in x out) on the FP8 tensor cores with scales taken from the tensors themselves:
     e4m3 operands forward, an e5m2 gradient backward. Plain autograd traced by torch.compile, so the scaling and
-    the casts fuse with the neighbouring elementwise work (--fp8_mlp=all: further than the later records go)."""
+    the casts fuse with the neighbouring elementwise work (--fp8_mlp; later records quantise the up projection's
+    forward only)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
-        out, quantized = fp8_matmul_forward(x, w)
-        ctx.save_for_backward(*quantized)
-        return out
+        x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn)
+        w_f8, w_scale = to_float8_scaled(w, torch.float8_e4m3fn)
+        ctx.save_for_backward(x_f8, w_f8, x_scale, w_scale)  # the tensor cores take row-major A, column-major B
+        return scaled_mm(x_f8, w_f8.T.contiguous().T, x_scale, w_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor]:
@@ -269,18 +262,6 @@ class FP8Matmul(torch.autograd.Function):
         return grad_x, grad_w
 
 
-class FP8ForwardMatmul(torch.autograd.Function):
-    """x @ w with FP8Matmul's forward and a plain bf16 backward (the later records' FP8 MLP up projection)."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
-        ctx.save_for_backward(x, w)
-        return fp8_matmul_forward(x, w)[0]
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor]:
-        x, w = ctx.saved_tensors
-        return grad_out @ w.type_as(grad_out).T, (x.T @ grad_out).type_as(w)
 
 # ----------------------------------------------------------------------------------------------
 # Fused kernels: cross entropy of the FP8 head's softcapped logits 30 * sigmoid(z / 7.5), forward and
@@ -760,7 +741,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int, fp8: str = "off"):
+    def __init__(self, dim: int, hidden: int, fp8: bool = False):
         super().__init__()
         self.fp8 = fp8
         bound = uniform_init_bound(dim)
@@ -769,13 +750,9 @@ class MLP(nn.Module):
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.fp8 == "off" or not self.training:
+        if not (self.fp8 and self.training):
             return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
-        tokens = x.flatten(0, -2)
-        if self.fp8 == "fc_forward":
-            hidden = F.relu(FP8ForwardMatmul.apply(tokens, self.fc_w)).square()
-            return F.linear(hidden, self.proj_w.type_as(hidden)).view_as(x)
-        hidden = F.relu(FP8Matmul.apply(tokens, self.fc_w)).square()
+        hidden = F.relu(FP8Matmul.apply(x.flatten(0, -2), self.fc_w)).square()
         return FP8Matmul.apply(hidden, self.proj_w.T).view_as(x)
 
 
@@ -994,8 +971,7 @@ def check_settings(args: Hyperparameters, world_size: int):
     if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
         raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
                          f"({args.num_layers} letters)")
-    for name, allowed in [("ns_coefficients", list(NS_COEFFICIENTS)), ("muon_variant", ["muon", "normuon"]),
-                          ("fp8_mlp", ["off", "fc_forward", "all"])]:
+    for name, allowed in [("ns_coefficients", list(NS_COEFFICIENTS)), ("muon_variant", ["muon", "normuon"])]:
         if getattr(args, name) not in allowed:
             raise SetupError(f"--{name}={getattr(args, name)}: use {' or '.join(allowed)}")
     if not 0 <= args.normuon_beta2 < 1:

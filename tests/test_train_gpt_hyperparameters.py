@@ -155,7 +155,6 @@ def test_every_optimizer_variant_passes_the_checks(ns_coefficients, muon_variant
     (dict(muon_variant="adamuon"), "--muon_variant=adamuon: use muon or normuon"),
     (dict(normuon_beta2=1.0), "--normuon_beta2=1.0 must be in [0, 1)"),
     (dict(normuon_beta2=-0.5), "--normuon_beta2=-0.5 must be in [0, 1)"),
-    (dict(fp8_mlp="true"), "--fp8_mlp=true: use off or fc_forward or all"),
 ])
 def test_optimizer_variant_errors_name_the_allowed_values(overrides, message):
     with pytest.raises(SetupError) as error:
