@@ -67,6 +67,8 @@ class Hyperparameters:
     num_heads: int = setting(6, "attention heads")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
+    fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
+                            "scales from each tensor's maximum")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -156,11 +158,13 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 
 # ----------------------------------------------------------------------------------------------
-# FP8 matmul custom op (e4m3 forward, e5m2 gradient, fixed per-tensor scales) for the lm_head
+# FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head, and scales
+# from each tensor's maximum for the MLP (--fp8_mlp)
 
 
-def scaled_mm(a: Tensor, b: Tensor, a_scale: float, b_scale: float, out_dtype, fast_accum: bool) -> Tensor:
-    """(a * a_scale) @ (b * b_scale) for float8 a, b with fp32 accumulation.
+def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
+              fast_accum: bool) -> Tensor:
+    """(a * a_scale) @ (b * b_scale) for float8 a, b with fp32 accumulation; scales are floats or 0-d tensors.
     CUDA uses the FP8 tensor cores; elsewhere the same float8 values are multiplied in fp32."""
     if a.is_cuda:
         one = torch.ones((), dtype=torch.float32, device=a.device)
@@ -169,7 +173,7 @@ def scaled_mm(a: Tensor, b: Tensor, a_scale: float, b_scale: float, out_dtype, f
     return ((a.float() * a_scale) @ (b.float() * b_scale)).to(out_dtype)
 
 
-def to_float8(t: Tensor, scale: float, dtype: torch.dtype) -> Tensor:
+def to_float8(t: Tensor, scale: float | Tensor, dtype: torch.dtype) -> Tensor:
     """t / scale in float8, saturating at the format's largest value as compiled casts do
     (eager casts before torch 2.12 turn overflow into NaN: a head weight past 448 * w_s stopped runs)."""
     limit = torch.finfo(dtype).max
@@ -227,6 +231,37 @@ def _fp8_mm_grad(ctx, grad_out, *_):
 
 
 fp8_mm.register_autograd(_fp8_mm_grad, setup_context=_fp8_mm_setup_context)
+
+
+def to_float8_scaled(t: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """t in float8 with one scale (a 0-d tensor) that maps its largest magnitude to the format's largest value."""
+    scale = t.detach().abs().amax().float().clamp_min(1e-30) / torch.finfo(dtype).max
+    return to_float8(t, scale, dtype), scale
+
+
+class FP8Matmul(torch.autograd.Function):
+    """x @ w (x: tokens x in, w: in x out) on the FP8 tensor cores with scales taken from the tensors themselves:
+    e4m3 operands forward, an e5m2 gradient backward. Plain autograd traced by torch.compile, so the scaling and
+    the casts fuse with the neighbouring elementwise work (--fp8_mlp; later records quantise the up projection's
+    forward only)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn)
+        w_f8, w_scale = to_float8_scaled(w, torch.float8_e4m3fn)
+        ctx.save_for_backward(x_f8, w_f8, x_scale, w_scale)  # the tensor cores take row-major A, column-major B
+        return scaled_mm(x_f8, w_f8.T.contiguous().T, x_scale, w_scale, torch.bfloat16, fast_accum=True)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor]:
+        x_f8, w_f8, x_scale, w_scale = ctx.saved_tensors
+        grad_f8, grad_scale = to_float8_scaled(grad_out, torch.float8_e5m2)
+        grad_x = scaled_mm(grad_f8, w_f8.contiguous().T, grad_scale, w_scale, torch.bfloat16, fast_accum=False)
+        grad_w = scaled_mm(x_f8.T.contiguous(), grad_f8.T.contiguous().T, x_scale, grad_scale, torch.float32,
+                           fast_accum=False)
+        return grad_x, grad_w
+
+
 
 # ----------------------------------------------------------------------------------------------
 # Fused kernels: cross entropy of the FP8 head's softcapped logits 30 * sigmoid(z / 7.5), forward and
@@ -706,22 +741,26 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int):
+    def __init__(self, dim: int, hidden: int, fp8: bool = False):
         super().__init__()
+        self.fp8 = fp8
         bound = uniform_init_bound(dim)
         # Both stored (dim, hidden) as in the record, so Muon's shape scale max(1, rows/cols)^0.5 is 1 for both.
         self.fc_w = nn.Parameter(torch.empty(dim, hidden).uniform_(-bound, bound))
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
+        if not (self.fp8 and self.training):
+            return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
+        hidden = F.relu(FP8Matmul.apply(x.flatten(0, -2), self.fc_w)).square()
+        return FP8Matmul.apply(hidden, self.proj_w.T).view_as(x)
 
 
 class Block(nn.Module):
     def __init__(self, args: Hyperparameters, has_attention: bool, rotary: Rotary):
         super().__init__()
         self.attn = CausalSelfAttention(args, rotary) if has_attention else None
-        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
+        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
         x = block_lambdas[0] * x + block_lambdas[1] * x0

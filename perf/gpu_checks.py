@@ -47,6 +47,19 @@ def main() -> int:
     results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
+    for name, w in [("fc_w", torch.randn(768, 3072, device="cuda") * 0.02),
+                    ("proj_w.T", (torch.randn(768, 3072, device="cuda") * 0.02).T)]:
+        x = torch.randn(4096, w.size(0), device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w.requires_grad_(True)
+        out = tg.FP8Matmul.apply(x, w)
+        grad = torch.randn_like(out) * 1e-3
+        out.backward(grad)
+        exact_x, exact_w = x.detach().double(), w.detach().double()
+        results.append(check(f"FP8Matmul {name} forward vs exact", relative_error(out, exact_x @ exact_w), 8e-2))
+        results.append(check(f"FP8Matmul {name} grad_x vs exact", relative_error(x.grad, grad.double() @ exact_w.T),
+                             1.2e-1))
+        results.append(check(f"FP8Matmul {name} grad_w vs exact", relative_error(w.grad, exact_x.T @ grad.double()),
+                             1.2e-1))
     results += medium_head_checks()
     return 0 if all(results) else 1
 

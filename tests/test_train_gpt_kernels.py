@@ -430,3 +430,75 @@ def test_transpose_kernel_of_partial_blocks(interpreted_kernel, rows, cols):
     dst = torch.full((cols, rows), float("nan"))
     train_gpt.transpose_kernel[(-(-rows // 64), -(-cols // 64))](src, dst, rows, cols, BLOCK=64)
     assert torch.equal(dst, src.T)
+
+
+# ----------------------------------------------------------------------------------------------
+# FP8 MLP matmuls (--fp8_mlp): scales from each tensor's maximum, plain autograd
+
+
+def mlp_inputs(seed, transposed_weight):
+    gen = torch.Generator().manual_seed(seed)
+    x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16()
+    w = torch.randn(*((3 * DIM, DIM) if transposed_weight else (DIM, 3 * DIM)), generator=gen) * 0.02
+    return x, w
+
+
+def amax_scale(t, dtype):
+    return t.abs().max().float() / torch.finfo(dtype).max
+
+
+def test_float8_with_scale_from_the_max_uses_the_whole_range_and_survives_zeros():
+    x, w = mlp_inputs(0, False)
+    for t, dtype in [(x, torch.float8_e4m3fn), (w, torch.float8_e4m3fn), (x, torch.float8_e5m2)]:
+        t_f8, scale = train_gpt.to_float8_scaled(t, dtype)
+        assert t_f8.dtype == dtype and scale.ndim == 0
+        assert t_f8.float().abs().max() == torch.finfo(dtype).max
+        assert (t_f8.float() * scale - t.float()).norm() / t.float().norm() < 0.07
+    zeros_f8, _ = train_gpt.to_float8_scaled(torch.zeros(4, 4), torch.float8_e4m3fn)
+    assert torch.equal(zeros_f8.float(), torch.zeros(4, 4))
+
+
+@pytest.mark.parametrize("transposed_weight", [False, True])  # fc_w as stored, proj_w as proj_w.T
+def test_fp8_matmul_matches_the_float8_rounded_reference_forward_and_backward(transposed_weight):
+    x, w_stored = mlp_inputs(1, transposed_weight)
+    x.requires_grad_(True)
+    w_stored.requires_grad_(True)
+    w = w_stored.T if transposed_weight else w_stored
+    out = train_gpt.FP8Matmul.apply(x, w)
+    x_s, w_s = amax_scale(x, torch.float8_e4m3fn), amax_scale(w, torch.float8_e4m3fn)
+    x_q, w_q = through_e4m3(x, x_s), through_e4m3(w.detach(), w_s)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, (x_q @ w_q).bfloat16(), rtol=1e-2, atol=1e-3)
+    grad = (torch.randn(out.shape, generator=torch.Generator().manual_seed(2)) * 1e-3).bfloat16()
+    out.backward(grad)
+    g_q = through_e5m2(grad, amax_scale(grad, torch.float8_e5m2))
+    torch.testing.assert_close(x.grad, (g_q @ w_q.T).bfloat16(), rtol=1e-2, atol=1e-5)
+    expected_w = x_q.T @ g_q
+    torch.testing.assert_close(w_stored.grad, expected_w.T if transposed_weight else expected_w, rtol=1e-5, atol=1e-7)
+    exact = x.detach().float() @ w.detach()
+    assert 1e-4 < (out.float() - exact).norm() / exact.norm() < 0.08  # rounded, but the same product
+
+
+def test_fp8_mlp_is_fp8_in_training_only_and_learns():
+    torch.manual_seed(0)
+    plain, fp8 = train_gpt.MLP(DIM, 4 * DIM), train_gpt.MLP(DIM, 4 * DIM, fp8=True)
+    with torch.no_grad():
+        plain.proj_w.normal_(std=0.02)
+    fp8.load_state_dict(plain.state_dict())
+    x = F.rms_norm(torch.randn(2, TOKENS // 2, DIM), (DIM,)).bfloat16()
+    target = torch.randn(2, TOKENS // 2, DIM).bfloat16()
+    trained, reference = fp8(x), plain(x)
+    assert trained.shape == x.shape and not torch.equal(trained, reference)
+    assert (trained.float() - reference.float()).norm() / reference.float().norm() < 0.1
+    fp8.eval()
+    assert torch.equal(fp8(x), reference)  # validation uses the bf16 weights as they are
+    fp8.train()
+    optimizer = torch.optim.SGD(fp8.parameters(), lr=0.5)
+    losses = []
+    for _ in range(5):
+        loss = (fp8(x).float() - target.float()).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
