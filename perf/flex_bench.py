@@ -2,11 +2,14 @@
 track's own document-causal sliding-window block masks over real proxy documents (run on a GPU).
 
 python perf/flex_bench.py [short|medium ...]  ->  one line per (track, window, options) with milliseconds, then the
-fastest per row (both tracks when none is named; each option set compiles, ~10-20 s).
+fastest per row (both tracks when none is named; each option set compiles, ~10-20 s). The first forward's and
+backward's seconds include their compiles: with empty caches (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR set to new
+folders) they are the cold compile times of the attention kernels, a candidate for the cold start's critical path.
 Each option set must give the same output as the default (checked) before its time counts.
 """
 import glob
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +38,21 @@ def proxy_tokens(count: int) -> torch.Tensor:
     return torch.from_numpy(np.fromfile(path, dtype=np.uint16, offset=1024)[:count].astype(np.int64)).cuda()
 
 
-def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor]:
+def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor, float, float]:
+    """Milliseconds of forward + backward, the output, and the seconds of the first forward and the first backward
+    (their compiles included: cold when the inductor and Triton caches are empty)."""
     attend = torch.compile(lambda q, k, v: flex_attention(q, k, v, block_mask=mask, scale=0.12,
                                                           kernel_options=options), dynamic=False)
+    start = time.perf_counter()
     out = attend(q, k, v)
+    torch.cuda.synchronize()
+    forward_s, start = time.perf_counter() - start, time.perf_counter()
     grad = torch.randn_like(out)
+    torch.autograd.grad(out, (q, k, v), grad)
+    torch.cuda.synchronize()
+    backward_s = time.perf_counter() - start
     ms = do_bench(lambda: torch.autograd.grad(attend(q, k, v), (q, k, v), grad), warmup=5, rep=50)
-    return ms, out
+    return ms, out, forward_s, backward_s
 
 
 def main(tracks: list[str]):
@@ -55,13 +66,14 @@ def main(tracks: list[str]):
             results, reference = {}, None
             for name, options in OPTIONS.items():
                 try:
-                    ms, out = time_attention(q, k, v, mask, options)
+                    ms, out, forward_s, backward_s = time_attention(q, k, v, mask, options)
                 except Exception as error:  # an option set the template refuses: say so and go on
                     print(f"{track} window {window}: {name}: not run ({type(error).__name__})")
                     continue
                 reference = out if reference is None else reference
                 same = torch.allclose(out.float(), reference.float(), atol=2e-2, rtol=2e-2)
-                print(f"{track} window {window}: {name}: {ms:.3f} ms{'' if same else ' (output differs: ignored)'}")
+                print(f"{track} window {window}: {name}: {ms:.3f} ms{'' if same else ' (output differs: ignored)'}; "
+                      f"first forward {forward_s:.1f} s, first backward {backward_s:.1f} s")
                 if same:
                     results[name] = ms
             best = min(results, key=results.get)
