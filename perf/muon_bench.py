@@ -1,0 +1,73 @@
+"""Milliseconds of one Muon step over each track's real hidden matrices, run as the script runs it, and of the
+Newton-Schulz orthogonalisation alone, matrix by matrix against stacked by shape (one batched call per group):
+how much batching could take off the step (run on a GPU).
+
+python perf/muon_bench.py [short|medium ...]  ->  one line per track (both when none is named).
+--tiny runs small shapes on the CPU, without compiling, to check this script.
+"""
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import train_gpt as short  # noqa: E402
+import train_gpt_medium as medium  # noqa: E402
+
+TRACKS = {"short": short, "medium": medium}
+TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512)
+
+
+def sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_ms(run, device: torch.device, repeat: int) -> float:
+    """Wall milliseconds per call after two untimed calls (compiles), host overhead included."""
+    run()
+    run()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(repeat):
+        run()
+    sync(device)
+    return (time.perf_counter() - start) * 1000 / repeat
+
+
+def bench(name: str, tiny: bool) -> str:
+    script = TRACKS[name]
+    device = torch.device("cpu" if tiny else "cuda")
+    args = script.Hyperparameters(**(TINY if tiny else {}), device=device.type, compile=not tiny)
+    torch.manual_seed(0)
+    model = script.GPT(args).to(device)
+    muon = script.build_optimizers(model, args, script.Comm(0, 1))[-1]
+    for group in muon.param_groups:
+        group["initial_lr"] = group["lr"]
+        for p in group["params"]:
+            p.grad = torch.randn_like(p) * 1e-3
+    repeat = 2 if tiny else 20
+    step_ms = timed_ms(muon.step, device, repeat)
+    # track 2 compiles its per-matrix update (orthogonalisation included); track 1 runs it eagerly, stacked by shape
+    orthogonalize = torch.compile(script.orthogonalize, dynamic=False) if name == "medium" and not tiny \
+        else script.orthogonalize
+    grads = [[p.grad for p in group["params"]] for group in muon.param_groups]
+    per_matrix_ms = timed_ms(lambda: [orthogonalize(g) for group in grads for g in group], device, repeat)
+    stacks = [torch.stack(group).flatten(0, -3) for group in grads]
+    stacked_ms = timed_ms(lambda: [orthogonalize(stack) for stack in stacks], device, repeat)
+    matrices = sum(stack.size(0) for stack in stacks)
+    return (f"{name}: Muon step {step_ms:.2f} ms; Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
+            f"{per_matrix_ms:.2f} ms matrix by matrix, {stacked_ms:.2f} ms stacked by shape")
+
+
+def main(argv: list[str]) -> int:
+    tiny = "--tiny" in argv
+    names = [a for a in argv if a != "--tiny"] or list(TRACKS)
+    for name in names:
+        print(bench(name, tiny))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
