@@ -262,7 +262,6 @@ class FP8Matmul(torch.autograd.Function):
         return grad_x, grad_w
 
 
-
 # ----------------------------------------------------------------------------------------------
 # Fused kernels: cross entropy of the FP8 head's softcapped logits 30 * sigmoid(z / 7.5), forward and
 # backward in one pass each over the bf16 logits; the backward writes the float8 gradient, a transpose kernel
