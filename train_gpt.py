@@ -393,6 +393,7 @@ def _fp8_head_ce_grad(ctx, grad_loss, *_):
 
 fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setup_context)
 
+
 # ----------------------------------------------------------------------------------------------
 # Symmetric matmul kernel: out = alpha * X @ X^T + beta * C, computing only the upper triangle
 

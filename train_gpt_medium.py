@@ -557,9 +557,10 @@ class GPT(nn.Module):
 
     def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
         """Summed cross-entropy of the softcapped logits (in training on the GPU: the fused head)."""
+        w = self.lm_head_w.bfloat16()
         if self.training and x.is_cuda:
-            return head_ce(x, self.lm_head_w.bfloat16(), targets)[0]
-        logits = F.linear(x, self.lm_head_w.bfloat16()).float()
+            return head_ce(x, w, targets)[0]
+        logits = F.linear(x, w).float()
         return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum")
 
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
