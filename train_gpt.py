@@ -561,31 +561,34 @@ class Muon(torch.optim.Optimizer):
         return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
 
     def _update(self, group, owned: list[Tensor], grad_shard: Tensor) -> Tensor:
-        """Nesterov momentum, orthogonalisation and the step for this rank's matrices (zero-padded)."""
-        for p, grad in zip(owned, grad_shard):
-            buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(grad))
-            buf.lerp_(grad, 1 - group["momentum"])
-            grad.lerp_(buf, group["momentum"])
+        """Nesterov momentum, orthogonalisation and the step for this rank's matrices (zero-padded), each a batched
+        op over the group's stack: per-matrix ops were ~1,000 small kernel launches a step on one GPU."""
+        grads = grad_shard[:len(owned)]
+        if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
+            momentum_buffer = self._stacked_state(owned, "momentum_buffer", torch.zeros_like(grads))
+            momentum_buffer.lerp_(grads, 1 - group["momentum"])
+            grads.lerp_(momentum_buffer, group["momentum"])
         update = orthogonalize(grad_shard.flatten(0, -3), self.coefficients, self.norm_scale).view_as(grad_shard)
-        if group["normuon_beta2"] is not None:
-            update = self._normuon(group, owned, update)
+        if group["normuon_beta2"] is not None and owned:
+            update = update.float()
+            second_moment = self._stacked_state(owned, "second_moment", torch.zeros_like(
+                neuron_mean_square(update[:len(owned)])))
+            update[:len(owned)] = normuon_scale(update[:len(owned)], second_moment, group["normuon_beta2"])
         rows, cols = grad_shard.shape[-2:]
         values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
         values.mul_(1 - group["lr"] * group["weight_decay"])
         values.add_(update.to(values.dtype), alpha=-group["lr"] * max(1.0, rows / cols) ** 0.5)
-        if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
+        if owned:
             torch._foreach_copy_(owned, list(values[:len(owned)]))
         return values
 
-    def _normuon(self, group, owned: list[Tensor], update: Tensor) -> Tensor:
-        """NorMuon's per-neuron scaling of this rank's orthogonalised updates, in float32 (padding stays zero)."""
-        update = update.float()
-        for p, matrix in zip(owned, update):
-            state = self.state[p]
-            if "second_moment" not in state:
-                state["second_moment"] = torch.zeros_like(neuron_mean_square(matrix))
-            matrix.copy_(normuon_scale(matrix, state["second_moment"], group["normuon_beta2"]))
-        return update
+    def _stacked_state(self, owned: list[Tensor], key: str, initial: Tensor) -> Tensor:
+        """This rank's per-matrix state `key` as one stacked tensor (initial when new), which the caller updates in
+        place: each matrix's state becomes a view of it, so the state dict keeps one tensor per matrix."""
+        stacked = torch.stack([self.state[p][key] for p in owned]) if key in self.state[owned[0]] else initial
+        for p, value in zip(owned, stacked):
+            self.state[p][key] = value
+        return stacked
 
 
 def adam_update(shard: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step_size: Tensor,

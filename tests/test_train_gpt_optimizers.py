@@ -238,6 +238,37 @@ def test_normuon_state_goes_through_the_warmup_state_dict_round_trip():
         assert all(torch.equal(got, want) for got, want in zip(step_on(opt, params, step_grads), result))
 
 
+class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the aten ops dispatched while active (each is at least one kernel launch on the GPU)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("normuon_beta2", [None, 0.95])
+def test_muon_step_launches_as_many_ops_for_eight_matrices_of_a_shape_as_for_two(normuon_beta2):
+    """Momentum, NorMuon and the step run once per same-shape group, not once per matrix: on one GPU a step of
+    per-matrix ops was ~1,000 small kernel launches."""
+    counts = []
+    for matrices in (2, 8):
+        shapes = [(16, 8)] * matrices
+        params = make_params(shapes, 30)
+        opt = Muon(params, lr=0.05, momentum=0.95, weight_decay=0.1, comm=Comm(0, 1), normuon_beta2=normuon_beta2)
+        step_on(opt, params, make_grads(shapes, 1, 31)[0])  # the first step creates the state
+        for p, g in zip(params, make_grads(shapes, 1, 32)[0]):
+            p.grad = g
+        counter = OpCounter()
+        with counter:
+            opt.step()
+        counts.append(counter.count)
+    assert counts[0] == counts[1]
+
+
 def reference_adam(params, grads_per_step, lrs, betas, eps):
     beta1, beta2 = betas
     params = [p.detach().clone() for p in params]
