@@ -263,10 +263,9 @@ class FP8Matmul(torch.autograd.Function):
 
 
 # ----------------------------------------------------------------------------------------------
-# Fused kernels: cross entropy of the FP8 head's softcapped logits 30 * sigmoid(z / 7.5), forward and
-# backward in one pass each over the bf16 logits; the backward writes the float8 gradient, a transpose kernel
-# the other layout the FP8 backward matmuls need (no fp32 logits, no separate quantise pass). On an H200 at 48K
-# tokens: forward 2.2 ms, backward 3.4 + 1.6 ms
+# Fused head: the training loss is the graph's end, so the FP8 head computes its gradients in the forward; a
+# Triton kernel takes each row of bf16 logits to its loss and its float8 gradient (no fp32 logits, no saved
+# logits), a transpose kernel writes the other layout the FP8 backward matmuls need
 
 
 def softcap(logits: Tensor) -> Tensor:
@@ -274,40 +273,23 @@ def softcap(logits: Tensor) -> Tensor:
 
 
 @triton.jit
-def softcap_ce_forward_kernel(logits_ptr, targets_ptr, loss_ptr, lse_ptr, vocab, row_stride, BLOCK: tl.constexpr):
+def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_grad_s, grad_max, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    row_logits = logits_ptr + row * row_stride
+    row_logits, row_grad = logits_ptr + row * vocab, grad_ptr + row * vocab
     total = tl.zeros([BLOCK], tl.float32)  # capped logits lie in (0, 30): exp() cannot overflow, no max needed
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
-        total += tl.where(cols < vocab, tl.exp(30.0 * tl.sigmoid(z / 7.5)), 0.0)
+        total += tl.where(cols < vocab, tl.exp(30.0 * tl.sigmoid(z * (1 / 7.5))), 0.0)
     lse = tl.log(tl.sum(total, axis=0))
-    z_target = tl.load(row_logits + tl.load(targets_ptr + row)).to(tl.float32)
-    tl.store(loss_ptr + row, lse - 30.0 * tl.sigmoid(z_target / 7.5))
-    tl.store(lse_ptr + row, lse)
-
-
-@triton.jit
-def softcap_ce_backward_kernel(logits_ptr, targets_ptr, lse_ptr, grad_loss_ptr, grad_ptr, rows, vocab, inv_grad_s,
-                               grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
-    first_row, first_col = tl.program_id(0) * BLOCK_ROWS, tl.program_id(1) * BLOCK_COLS
-    row_ids, col_ids = first_row + tl.arange(0, BLOCK_ROWS), first_col + tl.arange(0, BLOCK_COLS)
-    row_ok = row_ids < rows
-    mask = row_ok[:, None] & (col_ids < vocab)[None, :]
-    # 64-bit offset for the block's corner, 32-bit inside it (64-bit offsets per element cost registers)
-    offsets = first_row.to(tl.int64) * vocab + first_col + tl.arange(0, BLOCK_ROWS)[:, None] * vocab + \
-        tl.arange(0, BLOCK_COLS)[None, :]
-    z = tl.load(logits_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    lse = tl.load(lse_ptr + row_ids, mask=row_ok, other=0.0)
-    target = tl.load(targets_ptr + row_ids, mask=row_ok, other=-1)
-    grad_loss = tl.load(grad_loss_ptr + row_ids, mask=row_ok, other=0.0)
-    s = tl.sigmoid(z * (1 / 7.5))
-    softmax = tl.exp(30.0 * s - lse[:, None])
-    one_hot = tl.where(col_ids[None, :] == target[:, None], 1.0, 0.0)
-    grad = grad_loss[:, None] * (softmax - one_hot) * (4.0 * s * (1.0 - s))  # d(30 sigmoid(z / 7.5)) / dz
-    grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max)
-    tl.store(grad_ptr + offsets, grad.to(grad_ptr.dtype.element_ty), mask=mask)
+    target = tl.load(targets_ptr + row)
+    tl.store(loss_ptr + row, lse - 30.0 * tl.sigmoid(tl.load(row_logits + target).to(tl.float32) * (1 / 7.5)))
+    for start in range(0, vocab, BLOCK):  # the row again, mostly from L2
+        cols = start + tl.arange(0, BLOCK)
+        s = tl.sigmoid(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 7.5))
+        grad = (tl.exp(30.0 * s - lse) - tl.where(cols == target, 1.0, 0.0)) * (4.0 * s * (1.0 - s))  # d cap / dz
+        grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max)
+        tl.store(row_grad + cols, grad.to(grad_ptr.dtype.element_ty), mask=cols < vocab)
 
 
 @triton.jit
@@ -323,72 +305,52 @@ def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
              tl.trans(block), mask=tl.trans(mask))
 
 
+CE_BLOCK = 4096  # 16 elements a thread: 16-byte float8 stores, 40 registers (sm_90)
+
+
+def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor) -> Tensor:
+    """Each row's cross entropy of softcap(logits); its gradient / grad_s, clamped to e5m2's range, goes to grad
+    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
+    rows, vocab = logits.shape
+    loss = logits.new_empty(rows, dtype=torch.float32)
+    softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, torch.finfo(torch.float8_e5m2).max,
+                               BLOCK=CE_BLOCK, num_warps=8)
+    return loss
+
+
+def transposed(t: Tensor) -> Tensor:
+    """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
+    rows, cols = t.shape
+    out, block = t.new_empty(cols, rows), 64
+    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
+    return out
+
+
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
 def fp8_head_ce(x: Tensor, w: Tensor, targets: Tensor, x_s: float, w_s: float,
-                grad_s: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Per-token cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim), and
-    for the backward: each row's logsumexp, the bf16 logits, float8 x and w. CUDA, or Triton's interpreter."""
+                grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim) and its
+    gradients for x and w. CUDA, or Triton's interpreter on CPU tensors."""
     logits, x_f8, w_f8 = fp8_forward(x, w, x_s, w_s)
-    rows, vocab = logits.shape
-    loss, lse = logits.new_empty(rows, dtype=torch.float32), logits.new_empty(rows, dtype=torch.float32)
-    softcap_ce_forward_kernel[(rows,)](logits, targets, loss, lse, vocab, logits.stride(0), BLOCK=2048, num_warps=8)
-    return loss, lse, logits, x_f8, w_f8
+    grad_f8 = torch.empty_like(logits, dtype=torch.float8_e5m2)
+    loss = softcap_ce_rows(logits, targets, grad_s, grad_f8).sum()
+    del logits  # 4.9 GB at 48K tokens: freed before the transpose allocates
+    return (loss, *fp8_mm_backward(grad_f8, transposed(grad_f8), x_f8, w_f8, x_s, w_s, grad_s))
 
 
 @fp8_head_ce.register_fake
 def _(x, w, targets, x_s, w_s, grad_s):
-    rows, vocab = x.size(0), w.size(0)
-    return (x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32),
-            x.new_empty(rows, vocab, dtype=torch.bfloat16), torch.empty_like(x, dtype=torch.float8_e4m3fn),
-            torch.empty_like(w, dtype=torch.float8_e4m3fn))
-
-
-def launch_softcap_ce_backward(logits: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, grad_s: float,
-                               grad: Tensor, grad_t: Tensor):
-    """Writes the logits' gradient / grad_s, clamped to e5m2's range, into grad and its transpose into grad_t
-    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround).
-    Two kernels: one kernel writing both layouts had Triton compute every element twice, once per layout."""
-    rows, vocab = logits.shape
-    block_rows, block_cols = 16, 256  # 16 elements a thread: 40 registers (sm_90), so SMs hold many warps
-    softcap_ce_backward_kernel[(triton.cdiv(rows, block_rows), triton.cdiv(vocab, block_cols))](
-        logits, targets, lse, grad_loss, grad, rows, vocab, 1 / grad_s, torch.finfo(torch.float8_e5m2).max,
-        BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=8)
-    block = 64
-    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(vocab, block))](grad, grad_t, rows, vocab, BLOCK=block,
-                                                                             num_warps=4)
-
-
-@torch.library.custom_op("nanogpt::softcap_ce_backward", mutates_args=())
-def softcap_ce_backward(logits: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor,
-                        grad_s: float) -> tuple[Tensor, Tensor]:
-    """The logits' gradient divided by grad_s in float8 e5m2, as (tokens x vocabulary) and its transpose."""
-    rows, vocab = logits.shape
-    grad_f8 = logits.new_empty(rows, vocab, dtype=torch.float8_e5m2)
-    grad_f8_t = logits.new_empty(vocab, rows, dtype=torch.float8_e5m2)
-    launch_softcap_ce_backward(logits, targets, lse, grad_loss, grad_s, grad_f8, grad_f8_t)
-    return grad_f8, grad_f8_t
-
-
-@softcap_ce_backward.register_fake
-def _(logits, targets, lse, grad_loss, grad_s):
-    rows, vocab = logits.shape
-    return (logits.new_empty(rows, vocab, dtype=torch.float8_e5m2),
-            logits.new_empty(vocab, rows, dtype=torch.float8_e5m2))
+    return (x.new_empty((), dtype=torch.float32), torch.empty_like(x, dtype=torch.bfloat16),
+            torch.empty_like(w, dtype=torch.float32))
 
 
 def _fp8_head_ce_setup_context(ctx, inputs, output):
-    _, _, targets, x_s, w_s, grad_s = inputs
-    _, lse, logits, x_f8, w_f8 = output
-    ctx.save_for_backward(targets, lse, logits, x_f8, w_f8)
-    ctx.scales = (x_s, w_s, grad_s)
+    ctx.save_for_backward(*output[1:])
 
 
 def _fp8_head_ce_grad(ctx, grad_loss, *_):
-    targets, lse, logits, x_f8, w_f8 = ctx.saved_tensors
-    x_s, w_s, grad_s = ctx.scales
-    grad_f8, grad_f8_t = softcap_ce_backward(logits, targets, lse, grad_loss.float().contiguous(), grad_s)
-    grad_x, grad_w = fp8_mm_backward(grad_f8, grad_f8_t, x_f8, w_f8, x_s, w_s, grad_s)
-    return grad_x, grad_w, None, None, None, None
+    grad_x, grad_w = ctx.saved_tensors
+    return grad_x * grad_loss, grad_w * grad_loss, None, None, None, None
 
 
 fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setup_context)
@@ -831,7 +793,7 @@ class GPT(nn.Module):
         """Cross entropy of the softcapped logits 30 * sigmoid(z / 7.5): summed over tokens with the FP8 head in
         training (the fused kernels on the GPU), mean with the bf16 head in eval."""
         if self.training and x.is_cuda:
-            return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0].sum()
+            return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0]
         if self.training:
             logits = fp8_mm(x, self.lm_head_w, *self.fp8_scales)[0]
         else:

@@ -29,8 +29,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr
 # kernel name: its launch configurations in train_gpt.py, as (constexprs, num_warps)
 CONFIGS = {
     "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
-    "softcap_ce_forward_kernel": [(dict(BLOCK=2048), 8)],
-    "softcap_ce_backward_kernel": [(dict(BLOCK_ROWS=16, BLOCK_COLS=256), 8)],
+    "softcap_ce_kernel": [(dict(BLOCK=4096), 8)],
     "transpose_kernel": [(dict(BLOCK=64), 4)],
 }
 

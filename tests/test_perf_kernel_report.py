@@ -28,8 +28,7 @@ def report(repo_root):
 
 
 def test_every_kernel_of_track_1_is_reported(report):
-    assert set(report) == {"sym_matmul_kernel", "softcap_ce_forward_kernel", "softcap_ce_backward_kernel",
-                           "transpose_kernel"}
+    assert set(report) == {"sym_matmul_kernel", "softcap_ce_kernel", "transpose_kernel"}
 
 
 def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
@@ -38,10 +37,10 @@ def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
         assert widest_load == 16, name
 
 
-def test_cross_entropy_backward_computes_each_element_once_with_room_for_many_warps(report):
-    """16 x 256 elements over 256 threads: 16 conversions a thread. 32 would mean Triton computes the block twice,
-    once per layout (the first fused kernel did, writing the gradient and its transpose from one block)."""
-    registers, _, shared, _, widest_store, conversions = report["softcap_ce_backward_kernel"]
-    assert conversions == 16 and shared == 0
+def test_cross_entropy_kernel_converts_each_element_once_a_pass_and_stores_16_bytes(report):
+    """4096 elements a block over 256 threads, two passes over the row: 2 x 16 conversions a thread and one for the
+    target. More would mean Triton computes blocks twice (the first fused backward did, once per store layout)."""
+    registers, _, shared, _, widest_store, conversions = report["softcap_ce_kernel"]
+    assert conversions == 33 and shared <= 64  # the row sum's scratch only
     assert registers <= 64  # 8 warps a block, several blocks an SM
     assert widest_store == 16
