@@ -53,8 +53,8 @@ def bench(name: str, tiny: bool) -> str:
     orthogonalize = torch.compile(script.orthogonalize, dynamic=False) if name == "medium" and not tiny \
         else script.orthogonalize
     grads = [[p.grad for p in group["params"]] for group in muon.param_groups]
-    per_matrix_ms = timed_ms(lambda: [orthogonalize(g) for group in grads for g in group], device, repeat)
-    stacks = [torch.stack(group).flatten(0, -3) for group in grads]
+    stacks = [torch.stack(group).flatten(0, -3) for group in grads]  # (matrices, rows, cols) per shape
+    per_matrix_ms = timed_ms(lambda: [orthogonalize(m[None]) for stack in stacks for m in stack], device, repeat)
     stacked_ms = timed_ms(lambda: [orthogonalize(stack) for stack in stacks], device, repeat)
     matrices = sum(stack.size(0) for stack in stacks)
     return (f"{name}: Muon step {step_ms:.2f} ms; Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
