@@ -309,8 +309,8 @@ def wait_all(handles):
 
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix, mixed precision.
-    Each group holds same-shape bf16 matrices; each rank updates its share of a group through `update`
-    (muon_update, maybe compiled), keeping their low bits, then all ranks all-gather the new values."""
+    Each group holds same-shape bf16 matrices; each rank updates its share of a group, stacked, in one call of
+    `update` (muon_update, maybe compiled), keeping their low bits, then all ranks all-gather the new values."""
 
     def __init__(self, param_groups, lr: float, momentum: float, comm: Comm, update):
         super().__init__(param_groups, dict(lr=lr, momentum=momentum, weight_decay=0.0))
@@ -329,12 +329,13 @@ class Muon(torch.optim.Optimizer):
             # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
             scalars = [torch.tensor(value, dtype=torch.float32)
                        for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
-            for p, grad in zip(owned, grad_shard):
-                state = self.state[p]
-                if not state:  # the low bits of a fresh bf16 weight are zero
-                    state.update(low_bits=torch.zeros_like(p, dtype=torch.uint16),
-                                 momentum_buffer=torch.zeros_like(p, dtype=torch.float32))
-                self.update(p.view(torch.uint16), state["low_bits"], state["momentum_buffer"], grad, *scalars)
+            if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
+                high = torch.stack(owned).view(torch.uint16)
+                low_bits = self._stacked_state(owned, "low_bits", torch.zeros_like(high))  # fresh weights: zero
+                momentum_buffer = self._stacked_state(owned, "momentum_buffer",
+                                                      torch.zeros_like(high, dtype=torch.float32))
+                self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
+                torch._foreach_copy_(owned, list(high.view(torch.bfloat16)))
             if self.comm.world_size > 1:
                 values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))
                 full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
@@ -346,6 +347,14 @@ class Muon(torch.optim.Optimizer):
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
         padding = -len(params) % self.comm.world_size
         return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
+
+    def _stacked_state(self, owned: list[Tensor], key: str, initial: Tensor) -> Tensor:
+        """This rank's per-matrix state `key` as one stacked tensor (initial when new), which the update changes in
+        place: each matrix's state becomes a view of it, so the state dict keeps one tensor per matrix."""
+        stacked = torch.stack([self.state[p][key] for p in owned]) if key in self.state[owned[0]] else initial
+        for p, value in zip(owned, stacked):
+            self.state[p][key] = value
+        return stacked
 
 
 def adam_update(shard: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step_size: Tensor,
