@@ -836,7 +836,8 @@ def compile_phases(count: int = 12) -> str:
 
 
 def profile_table(run, device: torch.device) -> str:
-    """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps)."""
+    """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps), then the GPU's
+    idle time and, with NCCL, the communication overlap."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -845,8 +846,8 @@ def profile_table(run, device: torch.device) -> str:
         sync(device)
     sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     table = profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
-    overlap = communication_overlap(profiler.events())
-    return table if overlap is None else f"{table}\n{overlap}"
+    notes = [line for line in (gpu_idle(profiler.events()), communication_overlap(profiler.events())) if line]
+    return "\n".join([table, *notes])
 
 
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -867,6 +868,24 @@ def overlap_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -
         total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
         i, j = (i + 1, j) if a[i][1] < b[j][1] else (i, j + 1)
     return total
+
+
+def gpu_idle(events) -> str | None:
+    """How long the GPU ran no kernel between the profile's first and last kernel, and inside each optimizer's step
+    spans: idle time there means the host queued work slower than the GPU ran it. None without GPU kernels."""
+    on_gpu = [event for event in events if event.device_type == torch.autograd.DeviceType.CUDA]
+    kernels = merged([(e.time_range.start, e.time_range.end) for e in on_gpu if not e.is_user_annotation])
+    if not kernels:
+        return None
+    span, busy = kernels[-1][1] - kernels[0][0], sum(end - start for start, end in kernels)
+    parts = [f"GPU idle {(span - busy) / 1000:.1f} ms of {span / 1000:.1f} ms ({100 * (span - busy) / span:.0f}%)"]
+    for name in sorted({e.name for e in on_gpu if e.is_user_annotation and e.name.startswith("Optimizer.step#")}):
+        steps = merged([(e.time_range.start, e.time_range.end) for e in on_gpu
+                        if e.is_user_annotation and e.name == name])
+        total = sum(end - start for start, end in steps)
+        parts.append(f"{name.split('#')[1]} idle {(total - overlap_length(steps, kernels)) / 1000:.1f} ms "
+                     f"of {total / 1000:.1f} ms")
+    return "; ".join(parts)
 
 
 def communication_overlap(events) -> str | None:

@@ -1,7 +1,7 @@
 """train_gpt.py, section "Main" (setup), with train_gpt_medium.py's copies of the same functions: the torch.compile
 artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
-it has loaded the file another process wrote), the compiler's phase times, and the communication overlap that a
-profiled multi-GPU warmup reports."""
+it has loaded the file another process wrote), the compiler's phase times, and what a profiled warmup reports
+besides its table: the GPU's idle time and the communication overlap of several processes."""
 
 import os
 import re
@@ -98,6 +98,21 @@ def test_interval_union_and_intersection(script):
     assert script.overlap_length([(0, 3), (5, 8)], [(2, 6), (7, 10)]) == 1 + 1 + 1
     assert script.overlap_length([(0, 1)], [(1, 2)]) == 0
 
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_gpu_idle_of_a_profile_overall_and_inside_each_optimizer_step(script):
+    """Idle = no kernel running: between the first and last kernel (annotations and CPU ops are not kernels), and
+    inside the GPU-side spans of the optimizers' steps (two Muon steps here, back to back)."""
+    events = [kernel_event("nvjet_gemm", 100, 300), kernel_event("triton_poi_fused", 250, 400),
+              kernel_event("triton_red_fused", 600, 700), kernel_event("nvjet_gemm", 900, 1100),
+              kernel_event("Optimizer.step#Muon.step", 500, 800, annotation=True),
+              kernel_event("Optimizer.step#Muon.step", 800, 1000, annotation=True),
+              kernel_event("Optimizer.step#Adam.step", 300, 400, annotation=True),
+              kernel_event("ProfilerStep#1", 0, 2000, annotation=True),
+              kernel_event("aten::mm", 0, 2000, device=torch.autograd.DeviceType.CPU)]
+    assert script.gpu_idle(events) == ("GPU idle 0.4 ms of 1.0 ms (40%); Adam.step idle 0.0 ms of 0.1 ms; "
+                                       "Muon.step idle 0.3 ms of 0.5 ms")
+    assert script.gpu_idle([kernel_event("aten::mm", 0, 5, device=torch.autograd.DeviceType.CPU)]) is None
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_communication_overlap_of_a_profile(script):
