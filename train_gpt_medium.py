@@ -835,6 +835,15 @@ def compile_phases(count: int = 12) -> str:
     return ", ".join(f"{name} {value:.1f}" for name, value in longest)
 
 
+def compile_cache_lookups() -> str:
+    """torch.compile's cache lookups so far (AOTAutograd's and inductor's FX graph cache: hits, misses, bypasses):
+    a warm start whose compile still takes long shows which cache did not serve it."""
+    counters = torch._dynamo.utils.counters
+    lookups = {name: count for group in ("aot_autograd", "inductor") for name, count in counters[group].items()
+               if "_cache_" in name}
+    return ", ".join(f"{name} {count}" for name, count in sorted(lookups.items())) or "none"
+
+
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps), then the GPU's
     idle time and, with NCCL, the communication overlap."""
@@ -1180,7 +1189,7 @@ def main():
     if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
         log.write(note)
     if args.compile:
-        log.write(f"compile phases (s): {compile_phases()}", console=False)
+        log.write(f"compile phases (s): {compile_phases()}; cache lookups: {compile_cache_lookups()}", console=False)
     startup_s = time.perf_counter() - PROCESS_START
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {startup_s:.1f}s")

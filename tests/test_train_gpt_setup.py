@@ -30,6 +30,7 @@ f(torch.randn(64))
 if action == "save":
     print(script.save_compile_cache(path))
 print("phases", script.compile_phases(3))
+print("lookups", script.compile_cache_lookups())
 print("hits", counters["inductor"]["fxgraph_cache_hit"])
 """
 
@@ -51,10 +52,12 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
     assert path.stat().st_size > 0 and [f.name for f in path.parent.iterdir()] == [path.name]  # no partial file
     phases = saved[1].removeprefix("phases ").split(", ")  # the compiler's longest phases, for the log
     assert len(phases) == 3 and all(re.fullmatch(r"\S+ \d+\.\d", phase) for phase in phases), saved[1]
+    assert "fxgraph_cache_miss 1" in saved[2] and "fxgraph_cache_hit" not in saved[2]  # what served the compile
     loaded = compile_in_fresh_process(tmp_path, "b", path, "load", script)
     assert loaded[0].startswith("compile cache: ") and loaded[0].endswith(f"artifacts loaded from {path}")
     assert int(loaded[0].split()[2]) >= 1
     assert int(loaded[-1].split()[1]) >= 1  # the compile was served by what the file brought
+    assert "fxgraph_cache_hit 1" in loaded[-2] and "fxgraph_cache_miss" not in loaded[-2]
     if script == "train_gpt":  # once: without loading, an empty cache folder has nothing to hit
         assert compile_in_fresh_process(tmp_path, "c", path, "none", script)[-1] == "hits 0"
 
