@@ -62,6 +62,27 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
         assert compile_in_fresh_process(tmp_path, "c", path, "none", script)[-1] == "hits 0"
 
 
+FP8_COMPILE = """
+import torch
+import train_gpt
+x, w = torch.randn(32, 64, requires_grad=True), torch.randn(64, 48, requires_grad=True)
+f = torch.compile(lambda x, w: train_gpt.FP8Matmul.apply(x, w).float().square().sum(), dynamic=False)
+f(x, w).backward()
+print(train_gpt.compile_cache_lookups())
+"""
+
+
+def test_a_graph_with_the_fp8_autograd_function_is_served_by_aotautograds_cache(tmp_path):
+    """FP8Matmul is a torch.autograd.Function, which AOTAutograd's cache skips unless train_gpt allows it: a second
+    process then loads the traced forward and backward instead of tracing them again (a faster warm start)."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    runs = [subprocess.run([sys.executable, "-c", FP8_COMPILE], cwd=REPO_ROOT, env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[-1].stderr[-3000:]
+    first, second = (run.stdout.strip().splitlines()[-1] for run in runs)
+    assert "autograd_cache_miss 1" in first and "autograd_cache_saved 1" in first and "bypass" not in first
+    assert "autograd_cache_hit 1" in second and "bypass" not in second
+
 def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
     assert train_gpt.load_compile_cache("") is None
     assert train_gpt.load_compile_cache(str(tmp_path / "not_written_yet.bin")) is None
