@@ -329,15 +329,15 @@ class Muon(torch.optim.Optimizer):
             # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
             scalars = [torch.tensor(value, dtype=torch.float32)
                        for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
+            values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))  # zero-padded
             if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
-                high = torch.stack(owned).view(torch.uint16)
+                high = values[:len(owned)].view(torch.uint16)
                 low_bits = self._stacked_state(owned, "low_bits", torch.zeros_like(high))  # fresh weights: zero
                 momentum_buffer = self._stacked_state(owned, "momentum_buffer",
                                                       torch.zeros_like(high, dtype=torch.float32))
                 self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
-                torch._foreach_copy_(owned, list(high.view(torch.bfloat16)))
+                torch._foreach_copy_(owned, list(values[:len(owned)]))
             if self.comm.world_size > 1:
-                values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))
                 full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
                 gathers.append((params, full, self.comm.all_gather(full, values)))
         for params, full, handle in gathers:
