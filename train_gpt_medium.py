@@ -855,7 +855,8 @@ def profile_table(run, device: torch.device) -> str:
         sync(device)
     sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     table = profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
-    notes = [line for line in (gpu_idle(profiler.events()), communication_overlap(profiler.events())) if line]
+    events = profiler.events()
+    notes = [line for line in (gpu_idle(events), communication_overlap(events)) if line]
     return "\n".join([table, *notes])
 
 
