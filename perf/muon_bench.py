@@ -19,20 +19,15 @@ TRACKS = {"short": short, "medium": medium}
 TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512)
 
 
-def sync(device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed_ms(run, device: torch.device, repeat: int) -> float:
     """Wall milliseconds per call after two untimed calls (compiles), host overhead included."""
     run()
     run()
-    sync(device)
+    short.sync(device)
     start = time.perf_counter()
     for _ in range(repeat):
         run()
-    sync(device)
+    short.sync(device)
     return (time.perf_counter() - start) * 1000 / repeat
 
 
@@ -49,7 +44,7 @@ def bench(name: str, tiny: bool) -> str:
             p.grad = torch.randn_like(p) * 1e-3
     repeat = 2 if tiny else 20
     step_ms = timed_ms(muon.step, device, repeat)
-    # track 2 compiles its per-matrix update (orthogonalisation included); track 1 runs it eagerly, stacked by shape
+    # track 2 compiles its update (orthogonalisation included), one call per group; track 1 runs it eagerly
     orthogonalize = torch.compile(script.orthogonalize, dynamic=False) if name == "medium" and not tiny \
         else script.orthogonalize
     grads = [[p.grad for p in group["params"]] for group in muon.param_groups]
