@@ -213,7 +213,8 @@ def test_padded_vocab():
 @pytest.mark.parametrize("layers", range(6, 15))
 def test_scalars_are_padded_to_a_multiple_of_8(layers):
     with torch.device("meta"):
-        model = GPT(Hyperparameters(**{**TINY, "num_layers": layers, "window_pattern": "L" * layers}))
+        model = GPT(Hyperparameters(**{**TINY, "num_layers": layers, "window_pattern": "L" * layers,
+                                        "backout_layer": -1}))
     assert model.scalars.numel() % 8 == 0
     assert model.scalars.numel() - (layers // 2 + 4 * layers) < 8
 
@@ -224,8 +225,8 @@ def test_scalar_views_and_their_initial_values():
     assert torch.equal(skip, torch.ones(6))
     assert torch.equal(block, torch.tensor([[1.0, 0.0]] * 12))
     assert torch.equal(attn, torch.tensor([[0.5, 0.5]] * 12))
-    assert model.scalars.numel() == 56  # 6 + 24 + 24, padded with 2 zeros
-    assert torch.equal(model.scalars[54:], torch.zeros(2))
+    assert model.scalars.numel() == 56  # 6 + 24 + 24, the backout lambda (0.5), padded with 1 zero
+    assert torch.equal(model.scalars[54:], torch.tensor([0.5, 0.0]))
     with torch.no_grad():
         model.scalars[0] = 3.0
     assert model.scalar_views()[0][0] == 3.0  # views, not copies: the optimizer's updates reach the model
