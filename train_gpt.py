@@ -99,6 +99,9 @@ class Hyperparameters:
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model")
+    compile_blocks: bool = setting(False, "compile each block instead of the whole model: one graph per kind of "
+                                          "block, which every layer of that kind reuses (fewer graphs to compile, "
+                                          "no fusion across blocks)")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
@@ -1202,6 +1205,18 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     return log
 
 
+def compiled(raw_model: GPT, args: Hyperparameters, backend="inductor") -> nn.Module:
+    """The model as the run calls it: compiled whole, compiled block by block (--compile_blocks: regional
+    compilation; the embeddings, skips and head run eagerly) or not at all."""
+    if not args.compile:
+        return raw_model
+    if not args.compile_blocks:
+        return torch.compile(raw_model, dynamic=False, backend=backend)
+    for block in raw_model.blocks:
+        block.compile(dynamic=False, backend=backend)
+    return raw_model
+
+
 def load_compile_cache(path: str) -> str | None:
     """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
     so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
@@ -1395,7 +1410,7 @@ def main():
         log.write(cache_note)
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
-    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+    model = compiled(raw_model, args)
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
