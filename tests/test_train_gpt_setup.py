@@ -153,8 +153,9 @@ def test_communication_overlap_of_a_profile(script):
 
 def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_same_loss():
     """Regional compilation (--compile_blocks): the 12 blocks are 4 kinds for dynamo (the first, whose stream is
-    still x0; attention with value embeddings; attention without; no attention), so the forward compiles 4 graphs,
-    each reused by every layer of its kind, and no block breaks its graph. The loss is the uncompiled model's."""
+    still x0; attention with value embeddings; attention without; no attention), so the forward compiles 6 graphs:
+    one per kind of block, each reused by every layer of its kind, the embeddings and the head; no region breaks
+    its graph. The loss is the uncompiled model's."""
     graphs = []
 
     def recording_backend(graph, example_inputs):
@@ -173,7 +174,7 @@ def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_sa
     inputs, targets, window = tokens[:-1], tokens[1:], torch.tensor(2)
     assert train_gpt.compiled(model, args, backend=recording_backend) is model
     loss = model(inputs, targets, window)
-    assert len(graphs) == 4
+    assert len(graphs) == 6
     loss.backward()
     torch.testing.assert_close(loss, reference(inputs, targets, window))
     assert model.blocks[0].attn.qkvo_w.grad is not None and model.lm_head_w.grad is not None
