@@ -99,6 +99,9 @@ class Hyperparameters:
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model")
+    compile_blocks: bool = setting(False, "compile each block, the embeddings and the head instead of the whole "
+                                          "model: one graph per kind of block, which every layer of that kind "
+                                          "reuses (a faster cold start, no fusion across blocks)")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
@@ -796,9 +799,15 @@ class GPT(nn.Module):
         share = (smear_lambda * gate).type_as(embedded)[:, None]
         return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
 
+    def embedded(self, inputs: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """The stream's start x0 (normed token embeddings, smeared) and the value embeddings of the tokens."""
+        value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
+        return rms_norm(self.smeared(self.embed(inputs))[None]), value_embeds
+
     def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
-        """Cross entropy of the softcapped logits 30 * sigmoid(z / 7.5): summed over tokens with the FP8 head in
-        training (the fused kernels on the GPU), mean with the bf16 head in eval."""
+        """Cross entropy of the softcapped logits 30 * sigmoid(z / 7.5) of the normed stream: summed over tokens with
+        the FP8 head in training (the fused kernels on the GPU), mean with the bf16 head in eval."""
+        x = rms_norm(x).flatten(0, -2)
         if self.training and x.is_cuda:
             return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0]
         if self.training:
@@ -810,8 +819,8 @@ class GPT(nn.Module):
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
         masks = attention_masks(inputs, window_blocks)
-        value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
-        x = x0 = rms_norm(self.smeared(self.embed(inputs))[None])
+        x0, value_embeds = self.embedded(inputs)
+        x = x0
         skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
         skips, first_decoder, backout = [], len(self.blocks) - self.num_skips, None
         for i, block in enumerate(self.blocks):
@@ -826,7 +835,7 @@ class GPT(nn.Module):
                 skips.append(x)
         if backout is not None:  # backout (2025-10 record): what early blocks wrote for context, not prediction
             x = x - self.scalars[self.backout_at] * backout
-        return self.head_loss(rms_norm(x).flatten(0, 1), targets)
+        return self.head_loss(x, targets)
 
 
 def matmul_params(model: GPT) -> int:
@@ -1202,6 +1211,22 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     return log
 
 
+def compiled(raw_model: GPT, args: Hyperparameters, backend="inductor") -> nn.Module:
+    """The model as the run calls it: compiled whole, compiled region by region (--compile_blocks: each block, the
+    embeddings and the head on their own; the skips and masks run eagerly) or not at all."""
+    if not args.compile:
+        return raw_model
+    if not args.compile_blocks:
+        return torch.compile(raw_model, dynamic=False, backend=backend)
+    for block in raw_model.blocks:
+        block.compile(dynamic=False, backend=backend)
+    # the embeddings and the head are regions too: eager, the embedding backward is slow and the eval head's
+    # softcapped cross entropy materialises fp32 tokens x vocabulary tensors (132 GB at 262K validation tokens)
+    raw_model.embedded = torch.compile(raw_model.embedded, dynamic=False, backend=backend)
+    raw_model.head_loss = torch.compile(raw_model.head_loss, dynamic=False, backend=backend)
+    return raw_model
+
+
 def load_compile_cache(path: str) -> str | None:
     """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
     so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
@@ -1395,7 +1420,7 @@ def main():
         log.write(cache_note)
     torch.manual_seed(args.seed)
     raw_model = GPT(args).to(device)
-    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+    model = compiled(raw_model, args)
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step

@@ -149,3 +149,33 @@ def test_communication_overlap_of_a_profile(script):
     line = script.communication_overlap(events)
     assert line == "communication: NCCL kernels 0.5 ms, 0.3 ms of it (52%) overlapped by compute kernels"
     assert script.communication_overlap([kernel_event("nvjet_gemm", 0, 10)]) is None  # one process: no NCCL
+
+
+def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_same_loss():
+    """Regional compilation (--compile_blocks): the 12 blocks are 4 kinds for dynamo (the first, whose stream is
+    still x0; attention with value embeddings; attention without; no attention), so the forward compiles 6 graphs:
+    one per kind of block, each reused by every layer of its kind, the embeddings and the head; no region breaks
+    its graph. The loss is the uncompiled model's."""
+    graphs = []
+
+    def recording_backend(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    torch._dynamo.reset()
+    args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256,
+                                     device="cpu", compile_blocks=True)
+    torch.manual_seed(0)
+    model = train_gpt.GPT(args)
+    reference = train_gpt.GPT(args)
+    reference.load_state_dict(model.state_dict())
+    tokens = torch.randint(0, 1000, (257,), generator=torch.Generator().manual_seed(1))
+    tokens[[0, 100]] = train_gpt.EOT_TOKEN
+    inputs, targets, window = tokens[:-1], tokens[1:], torch.tensor(2)
+    assert train_gpt.compiled(model, args, backend=recording_backend) is model
+    loss = model(inputs, targets, window)
+    assert len(graphs) == 6
+    loss.backward()
+    torch.testing.assert_close(loss, reference(inputs, targets, window))
+    assert model.blocks[0].attn.qkvo_w.grad is not None and model.lm_head_w.grad is not None
+    torch._dynamo.reset()
