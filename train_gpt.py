@@ -100,8 +100,8 @@ class Hyperparameters:
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model")
     compile_blocks: bool = setting(False, "compile each block, the embeddings and the head instead of the whole "
-                                          "model: one graph per kind of block, which every layer of that kind "
-                                          "reuses (a faster cold start, no fusion across blocks)")
+                                          "model, for quick experiments: one graph per kind of block (on the H200 "
+                                          "proxy: cold start 75 s instead of 211 s, steps ~10% slower)")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
