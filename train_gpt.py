@@ -537,13 +537,13 @@ class Muon(torch.optim.Optimizer):
         op over the group's stack: per-matrix ops were ~1,000 small kernel launches a step on one GPU."""
         grads = grad_shard[:len(owned)]
         if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
-            momentum_buffer = self._stacked_state(owned, "momentum_buffer", torch.zeros_like(grads))
+            momentum_buffer = self._stacked_state(owned, "momentum_buffer", lambda: torch.zeros_like(grads))
             momentum_buffer.lerp_(grads, 1 - group["momentum"])
             grads.lerp_(momentum_buffer, group["momentum"])
         update = orthogonalize(grad_shard.flatten(0, -3), self.coefficients, self.norm_scale).view_as(grad_shard)
         if group["normuon_beta2"] is not None and owned:
             update = update.float()
-            second_moment = self._stacked_state(owned, "second_moment", torch.zeros_like(
+            second_moment = self._stacked_state(owned, "second_moment", lambda: torch.zeros_like(
                 neuron_mean_square(update[:len(owned)])))
             update[:len(owned)] = normuon_scale(update[:len(owned)], second_moment, group["normuon_beta2"])
         rows, cols = grad_shard.shape[-2:]
@@ -554,10 +554,16 @@ class Muon(torch.optim.Optimizer):
             torch._foreach_copy_(owned, list(values[:len(owned)]))
         return values
 
-    def _stacked_state(self, owned: list[Tensor], key: str, initial: Tensor) -> Tensor:
-        """This rank's per-matrix state `key` as one stacked tensor (initial when new), which the caller updates in
-        place: each matrix's state becomes a view of it, so the state dict keeps one tensor per matrix."""
-        stacked = torch.stack([self.state[p][key] for p in owned]) if key in self.state[owned[0]] else initial
+    def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
+        """This rank's per-matrix state `key` as one stacked tensor, which the caller updates in place: each matrix's
+        state is a view of it, so the state dict keeps one tensor per matrix. The first step makes it by initial();
+        later ones find it as the views' base, with no copy (a state loaded from a dict is stacked once)."""
+        views = [self.state[p].get(key) for p in owned]
+        base = None if views[0] is None else views[0]._base
+        if base is not None and len(base) == len(views) and all(
+                view._base is base and view.data_ptr() == row.data_ptr() for view, row in zip(views, base)):
+            return base  # the stack of an earlier step, still the state's storage
+        stacked = initial() if views[0] is None else torch.stack(views)
         for p, value in zip(owned, stacked):
             self.state[p][key] = value
         return stacked

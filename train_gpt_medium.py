@@ -332,9 +332,9 @@ class Muon(torch.optim.Optimizer):
             values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))  # zero-padded
             if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
                 high = values[:len(owned)].view(torch.uint16)
-                low_bits = self._stacked_state(owned, "low_bits", torch.zeros_like(high))  # fresh weights: zero
+                low_bits = self._stacked_state(owned, "low_bits", lambda: torch.zeros_like(high))  # fresh: zero
                 momentum_buffer = self._stacked_state(owned, "momentum_buffer",
-                                                      torch.zeros_like(high, dtype=torch.float32))
+                                                      lambda: torch.zeros_like(high, dtype=torch.float32))
                 self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
                 torch._foreach_copy_(owned, list(values[:len(owned)]))
             if self.comm.world_size > 1:
@@ -348,10 +348,16 @@ class Muon(torch.optim.Optimizer):
         padding = -len(params) % self.comm.world_size
         return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
 
-    def _stacked_state(self, owned: list[Tensor], key: str, initial: Tensor) -> Tensor:
-        """This rank's per-matrix state `key` as one stacked tensor (initial when new), which the update changes in
-        place: each matrix's state becomes a view of it, so the state dict keeps one tensor per matrix."""
-        stacked = torch.stack([self.state[p][key] for p in owned]) if key in self.state[owned[0]] else initial
+    def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
+        """This rank's per-matrix state `key` as one stacked tensor, which the update changes in place: each matrix's
+        state is a view of it, so the state dict keeps one tensor per matrix. The first step makes it by initial();
+        later ones find it as the views' base, with no copy (a state loaded from a dict is stacked once)."""
+        views = [self.state[p].get(key) for p in owned]
+        base = None if views[0] is None else views[0]._base
+        if base is not None and len(base) == len(views) and all(
+                view._base is base and view.data_ptr() == row.data_ptr() for view, row in zip(views, base)):
+            return base  # the stack of an earlier step, still the state's storage
+        stacked = initial() if views[0] is None else torch.stack(views)
         for p, value in zip(owned, stacked):
             self.state[p][key] = value
         return stacked

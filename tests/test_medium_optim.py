@@ -104,7 +104,8 @@ def test_muon_step_scales_lr_for_tall_matrices_and_decays_per_group():
 
 def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
     """Eight same-shape matrices take one update call (a stack), not eight: per-matrix calls leave most of the GPU
-    idle on 1024 x 1024 products. The state dict still holds each matrix's low bits and momentum."""
+    idle on 1024 x 1024 products. The state dict still holds each matrix's low bits and momentum, as views of
+    the stacks that later steps update in place."""
     torch.manual_seed(4)
     params = [torch.nn.Parameter(torch.randn(16, 8).bfloat16()) for _ in range(8)]
     twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
@@ -116,15 +117,18 @@ def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
 
     stacked = medium.Muon([dict(params=params, weight_decay=0.1)], 0.05, 0.9, medium.Comm(0, 1), counting_update)
     reference_state = {}  # each twin's (low bits, momentum)
+    bases = []  # the stacks behind the state dict's views, after each step
     for _ in range(2):
         for p, twin in zip(params, twins):
             p.grad = twin.grad = torch.randn(16, 8).bfloat16()
         stacked.step()
+        bases.append([stacked.state[params[0]][key]._base for key in ("low_bits", "momentum_buffer")])
         for twin in twins:  # the reference: the same update, one matrix at a time
             state = reference_state.setdefault(twin, (torch.zeros(16, 8, dtype=torch.uint16), torch.zeros(16, 8)))
             medium.muon_update(twin.data.view(torch.uint16), *state, twin.grad, *scalars(0.9, 0.05 * 2 ** 0.5,
                                                                                       1 - 0.05 * 0.1))
     assert calls == [(8, 16, 8)] * 2
+    assert None not in bases[0] and all(a is b for a, b in zip(*bases))  # updated in place, not stacked again
     for p, twin in zip(params, twins):
         assert torch.equal(p.detach(), twin.detach())
         assert torch.equal(stacked.state[p]["low_bits"], reference_state[twin][0])

@@ -238,6 +238,21 @@ def test_normuon_state_goes_through_the_warmup_state_dict_round_trip():
         assert all(torch.equal(got, want) for got, want in zip(step_on(opt, params, step_grads), result))
 
 
+def test_muon_state_is_stacked_once_and_then_updated_in_place():
+    """The second step updates the first step's stacks through the per-matrix views in the state dict: it neither
+    copies them into a new stack nor allocates a fresh initial state."""
+    params = make_params(MUON_SHAPES, 33)
+    grads = make_grads(MUON_SHAPES, 2, 34)
+    opt = Muon(params, lr=0.05, momentum=0.95, weight_decay=0.0, comm=Comm(0, 1), normuon_beta2=0.95)
+    step_on(opt, params, grads[0])
+    keys = ("momentum_buffer", "second_moment")
+    bases = {key: [opt.state[p][key]._base for p in params] for key in keys}
+    step_on(opt, params, grads[1])
+    for key in keys:
+        assert all(base is not None for base in bases[key])
+        assert all(opt.state[p][key]._base is base for p, base in zip(params, bases[key])), key
+
+
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the aten ops dispatched while active (each is at least one kernel launch on the GPU)."""
 
