@@ -75,16 +75,6 @@ def test_head_op_matches_autograd_of_the_plain_head(interpreted):
         assert theirs.float().norm() > 0.1
 
 
-def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch):
-    calls = []
-    monkeypatch.setattr(medium, "head_ce", lambda *a: calls.append(a))
-    model = medium.GPT(medium.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128,
-                                              val_seq_len=128))
-    x = F.rms_norm(torch.randn(16, 64), (64,)).bfloat16()
-    loss = model.head_loss(x, torch.randint(0, 50257, (16,), dtype=torch.int32))
-    assert calls == [] and loss.ndim == 0 and loss > 16 * 10  # summed, near 16 * ln(50304) at init
-
-
 @pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
                                        "test_aot_dispatch_dynamic"])
 def test_opcheck(interpreted, test_util):

@@ -1,5 +1,6 @@
 """train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel" and the Newton-Schulz
-orthogonalisation: each against a plain float reference on CPU."""
+orthogonalisation: each against a plain float reference on CPU. The head's choice of its fused op is checked for
+train_gpt_medium.py's twin too."""
 
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
+import train_gpt_medium  # noqa: E402
 
 DIM, VOCAB, TOKENS = 128, 384, 96
 SCALES = (DIM ** 0.5 / 448, 2 ** -9, 1 / 448)  # x_s, w_s, grad_s exactly as GPT.fp8_scales computes them
@@ -388,11 +390,13 @@ def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce):
         assert (ours.float() - theirs.float()).norm() / theirs.float().norm() < 0.02
 
 
-def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch):
+@pytest.mark.parametrize("script, fused_op", [(train_gpt, "fp8_head_ce"), (train_gpt_medium, "head_ce")],
+                         ids=["train_gpt", "train_gpt_medium"])
+def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch, script, fused_op):
     calls = []
-    monkeypatch.setattr(train_gpt, "fp8_head_ce", lambda *a: calls.append(a))
-    model = train_gpt.GPT(train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128,
-                                                    val_seq_len=128))
+    monkeypatch.setattr(script, fused_op, lambda *a: calls.append(a))
+    model = script.GPT(script.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128,
+                                              val_seq_len=128))
     x = F.rms_norm(torch.randn(16, 64), (64,)).bfloat16()
     loss = model.head_loss(x, torch.randint(0, 50257, (16,), dtype=torch.int32))
     assert calls == [] and loss.ndim == 0 and loss > 16 * 10  # summed, near 16 * ln(50304) at init
