@@ -1224,6 +1224,11 @@ def compiled(raw_model: GPT, args: Hyperparameters, backend="inductor") -> nn.Mo
         return raw_model
     if not args.compile_blocks:
         return torch.compile(raw_model, dynamic=False, backend=backend)
+    # each kind of block is traced for training and again for validation's shape: 8 graphs of Block.forward, dynamo's
+    # default limit, past which (a new kind of block) it would run the rest eagerly, FlexAttention unfused. Room for
+    # more kinds, and an error rather than that fallback
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
     for block in raw_model.blocks:
         block.compile(dynamic=False, backend=backend)
     # the embeddings and the head are regions too: eager, the embedding backward is slow and the eval head's

@@ -155,7 +155,8 @@ def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_sa
     """Regional compilation (--compile_blocks): the 12 blocks are 4 kinds for dynamo (the first, whose stream is
     still x0; attention with value embeddings; attention without; no attention), so the forward compiles 6 graphs:
     one per kind of block, each reused by every layer of its kind, the embeddings and the head; no region breaks
-    its graph. The loss is the uncompiled model's."""
+    its graph. Validation (no autograd, another length) traces all 6 again: 12 graphs, 8 of Block.forward, at
+    dynamo's default limit per function. The losses are the uncompiled model's."""
     graphs = []
 
     def recording_backend(graph, example_inputs):
@@ -178,4 +179,10 @@ def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_sa
     loss.backward()
     torch.testing.assert_close(loss, reference(inputs, targets, window))
     assert model.blocks[0].attn.qkvo_w.grad is not None and model.lm_head_w.grad is not None
+    with torch.no_grad():
+        val_tokens = tokens[:129]
+        val_loss = model(val_tokens[:-1], val_tokens[1:], window)
+        torch.testing.assert_close(val_loss, reference(val_tokens[:-1], val_tokens[1:], window))
+    assert len(graphs) == 12
     torch._dynamo.reset()
+
