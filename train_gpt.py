@@ -1430,7 +1430,8 @@ def main():
     if cache_note is not None:
         log.write(cache_note)
     torch.manual_seed(args.seed)
-    raw_model = GPT(args).to(device)
+    with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
+        raw_model = GPT(args)
     model = compiled(raw_model, args)
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)

@@ -1178,7 +1178,8 @@ def main():
     if cache_note is not None:
         log.write(cache_note)
     torch.manual_seed(args.seed)
-    raw_model = GPT(args).to(device)
+    with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
+        raw_model = GPT(args)
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)

@@ -186,3 +186,15 @@ def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_sa
     assert len(graphs) == 12
     torch._dynamo.reset()
 
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_model_is_built_on_the_default_device(script):
+    """main builds the model under `with torch.device(device)`, so every parameter and buffer that GPT creates must
+    follow the default device (one made on the CPU regardless would leave a CUDA model with a CPU tensor)."""
+    args = script.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256)
+    with torch.device("meta"):
+        model = script.GPT(args)
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    assert len(tensors) > 10
+    assert {name for name, t in tensors.items() if t.device.type != "meta"} == set()
