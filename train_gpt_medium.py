@@ -246,6 +246,62 @@ head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup_context)
 
 
 # ----------------------------------------------------------------------------------------------
+# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C, computing only the upper triangle
+# (track 1's kernel, copied: a record is one file)
+
+
+@triton.jit
+def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta,
+                      stride_xb, stride_xm, stride_xk, stride_ob, stride_om, stride_on,
+                      HAS_C: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    num_blocks = tl.cdiv(M, BLOCK_M)
+    block_i = tl.program_id(0) // num_blocks
+    block_j = tl.program_id(0) % num_blocks
+    if block_j < block_i:  # the lower triangle is the mirror of the upper one
+        return
+    batch = tl.program_id(1)
+    rows = block_i * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = block_j * BLOCK_M + tl.arange(0, BLOCK_M)
+    x_batch = x_ptr + batch * stride_xb
+    acc = tl.zeros((BLOCK_M, BLOCK_M), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(x_batch + rows[:, None] * stride_xm + ks[None, :] * stride_xk,
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(x_batch + cols[None, :] * stride_xm + ks[:, None] * stride_xk,
+                    mask=(cols[None, :] < M) & (ks[:, None] < K), other=0.0)
+        acc = tl.dot(a, b, acc)
+    acc = acc * alpha
+    offsets = batch * stride_ob + rows[:, None] * stride_om + cols[None, :] * stride_on
+    mirrored = batch * stride_ob + cols[None, :] * stride_om + rows[:, None] * stride_on
+    mask = (rows[:, None] < M) & (cols[None, :] < M)
+    if HAS_C:
+        acc += beta * tl.load(c_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    if block_i != block_j:
+        tl.store(out_ptr + mirrored, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """Batched alpha * x @ x.mT + beta * c for x of shape (B, M, K); c (B, M, M) symmetric, same strides as out."""
+    batch, m, k = x.shape
+    out = x.new_empty(batch, m, m)
+    block_m, block_k = 128, 64
+    grid = (triton.cdiv(m, block_m) ** 2, batch)
+    sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta,
+                            *x.stride(), *out.stride(), HAS_C=c is not None,
+                            BLOCK_M=block_m, BLOCK_K=block_k, num_warps=8, num_stages=3)
+    return out
+
+
+def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    if x.is_cuda:
+        return sym_matmul_triton(x, c, alpha, beta)
+    product = x @ x.mT
+    return alpha * product if c is None else alpha * product + beta * c
+
+
+# ----------------------------------------------------------------------------------------------
 # Optimizers: sharded mixed-precision Muon for hidden matrices, sharded Adam for the rest
 
 # Per-iteration Newton-Schulz coefficients, tuned for track 2 (record of 2025-02-14).
@@ -256,15 +312,16 @@ NS_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418
 def orthogonalize(g: Tensor) -> Tensor:
     """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16
     (Keller Jordan's Muon, 2024). g: (..., rows, cols)."""
-    x = g.bfloat16()
+    x = g.bfloat16().reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
     transposed = x.size(-2) > x.size(-1)
     if transposed:
         x = x.mT
     x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
     for a, b, c in NS_COEFFICIENTS:
-        xxt = x @ x.mT
-        x = a * x + (b * xxt + c * xxt @ xxt) @ x
-    return x.mT if transposed else x
+        xxt = sym_matmul(x)
+        poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
+        x = a * x + poly @ x
+    return (x.mT if transposed else x).view(g.shape)
 
 
 def muon_update(high: Tensor, low: Tensor, momentum_buffer: Tensor, grad: Tensor,

@@ -1,6 +1,7 @@
 """train_gpt_medium.py, section "Fused head": the Triton kernel that turns softcapped logits into their cross
 entropy and overwrites them with its gradient, and the head op around it, run on CPU tensors in Triton's
-interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd."""
+interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd. The symmetric matmul kernel, a
+copy of track 1's, is tested with it in test_train_gpt_kernels.py."""
 
 import sys
 from pathlib import Path

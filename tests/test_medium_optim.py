@@ -75,6 +75,41 @@ def test_orthogonalize_of_zero_is_zero():
     assert torch.equal(medium.orthogonalize(torch.zeros(8, 16)).float(), torch.zeros(8, 16))
 
 
+def plain_newton_schulz(g):
+    """Track 2's orthogonalisation before it used sym_matmul: the same iterations with plain bf16 matmuls."""
+    x = g.bfloat16()
+    transposed = x.size(-2) > x.size(-1)
+    if transposed:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for a, b, c in medium.NS_COEFFICIENTS:
+        xxt = x @ x.mT
+        x = a * x + (b * xxt + c * xxt @ xxt) @ x
+    return x.mT if transposed else x
+
+
+@pytest.fixture(params=["torch", "triton"])
+def sym_matmul_path(request, triton_interpreter, monkeypatch):
+    """sym_matmul as the CPU runs it (torch), or through its Triton kernel as the GPU does, in the interpreter: its
+    tl.dot cannot multiply bf16, so the kernel gets the bf16 values in fp32 and its fp32 result is rounded to bf16."""
+    if request.param == "triton":
+        if not isinstance(medium.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
+            pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+        monkeypatch.setattr(medium, "sym_matmul", lambda x, c=None, alpha=1.0, beta=0.0: medium.sym_matmul_triton(
+            x.float(), None if c is None else c.float(), alpha, beta).bfloat16())
+
+
+@pytest.mark.parametrize("shape", [(32, 128), (128, 32), (3, 48, 96), (2, 4, 64, 64)])  # last: stacked qkvo_w
+def test_orthogonalize_matches_the_plain_matmul_iterations(sym_matmul_path, shape):
+    """bf16 rounds sym_matmul's b * A + c * A @ A differently from the plain matmuls, and each is ~2% from the same
+    iterations in fp64: they agree to that, where swapped coefficients or a wrong mirror are far off."""
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    out, plain = medium.orthogonalize(g), plain_newton_schulz(g)
+    assert out.shape == g.shape and out.dtype == torch.bfloat16
+    error = (out.float() - plain.float()).norm(dim=(-2, -1)) / plain.float().norm(dim=(-2, -1))
+    assert (error < 0.03).all(), error
+
+
 def muon(params_by_group, lr=0.05, momentum=0.9):
     groups = [dict(params=params, weight_decay=wd) for params, wd in params_by_group]
     return medium.Muon(groups, lr, momentum, medium.Comm(0, 1), medium.muon_update)

@@ -1,6 +1,6 @@
 """train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel" and the Newton-Schulz
-orthogonalisation: each against a plain float reference on CPU. The head's choice of its fused op is checked for
-train_gpt_medium.py's twin too."""
+orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the head's choice of
+its fused op are checked for train_gpt_medium.py's copies too."""
 
 import sys
 from pathlib import Path
@@ -141,25 +141,34 @@ def test_opcheck(op, requires_grad, test_util):
 
 
 # ----------------------------------------------------------------------------------------------
-# sym_matmul: train_gpt.sym_matmul launches the Triton kernel only for CUDA tensors (CPU takes a torch
-# fallback), so the kernel is tested by calling its launcher sym_matmul_triton on CPU tensors under
+# sym_matmul (both scripts hold the same copy): sym_matmul launches the Triton kernel only for CUDA tensors (CPU
+# takes a torch fallback), so the kernel is tested by calling its launcher sym_matmul_triton on CPU tensors under
 # Triton's interpreter (TRITON_INTERPRET=1, set in conftest.py before triton is imported).
 
 
 @pytest.fixture
 def interpreted_kernel(triton_interpreter):
+    """Skips unless train_gpt's Triton kernels run in the interpreter."""
     if not isinstance(train_gpt.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
         pytest.skip("train_gpt was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
-    return train_gpt.sym_matmul_triton
 
 
-def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch):
+@pytest.fixture(params=[train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def interpreted_script(request, triton_interpreter):
+    """A script whose Triton kernels run in the interpreter."""
+    if not isinstance(request.param.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
+        pytest.skip(f"{request.param.__name__} was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    return request.param
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch, script):
     calls = []
-    monkeypatch.setattr(train_gpt, "sym_matmul_triton", lambda *a: calls.append(a))
+    monkeypatch.setattr(script, "sym_matmul_triton", lambda *a: calls.append(a))
     x = torch.randn(2, 8, 4)
-    torch.testing.assert_close(train_gpt.sym_matmul(x), x @ x.mT)
+    torch.testing.assert_close(script.sym_matmul(x), x @ x.mT)
     c = torch.randn(2, 8, 8)
-    torch.testing.assert_close(train_gpt.sym_matmul(x, c, alpha=2.0, beta=-0.5), 2 * x @ x.mT - 0.5 * c)
+    torch.testing.assert_close(script.sym_matmul(x, c, alpha=2.0, beta=-0.5), 2 * x @ x.mT - 0.5 * c)
     assert calls == []
 
 
@@ -167,10 +176,10 @@ def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch):
 # kernel's bfloat16 use (orthogonalize on CUDA) cannot be checked here; the kernel code is dtype-agnostic.
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("batch, m, k", [(1, 8, 8), (2, 200, 96), (1, 256, 64), (3, 130, 200)])
-def test_triton_sym_matmul_equals_x_xt(interpreted_kernel, dtype, batch, m, k):
+def test_triton_sym_matmul_equals_x_xt(interpreted_script, dtype, batch, m, k):
     gen = torch.Generator().manual_seed(m + k)
     x = torch.randn(batch, m, k, generator=gen).to(dtype)
-    out = interpreted_kernel(x)
+    out = interpreted_script.sym_matmul_triton(x)
     assert out.dtype == dtype and out.shape == (batch, m, m)
     exact = x.double() @ x.double().mT
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-3, atol=0.02 * k ** 0.5)
@@ -178,22 +187,23 @@ def test_triton_sym_matmul_equals_x_xt(interpreted_kernel, dtype, batch, m, k):
     assert torch.equal(out, out.mT)  # the lower triangle is the mirrored upper one, bit for bit
 
 
-def test_triton_sym_matmul_with_c_alpha_beta_and_strided_input(interpreted_kernel):
+def test_triton_sym_matmul_with_c_alpha_beta_and_strided_input(interpreted_script):
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(2, 96, 150, generator=gen).mT  # (2, 150, 96) with a non-unit column stride
     c = torch.randn(2, 150, 150, generator=gen)
     c = c + c.mT
-    out = interpreted_kernel(x, c, alpha=0.5, beta=-2.0)
+    out = interpreted_script.sym_matmul_triton(x, c, alpha=0.5, beta=-2.0)
     torch.testing.assert_close(out, 0.5 * x @ x.mT - 2.0 * c, rtol=1e-4, atol=1e-4)
 
 
-def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_kernel):
+def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_script):
     """The two calls orthogonalize makes: A = X X^T, then b*A + c*A A^T (A symmetric)."""
     x = torch.randn(2, 64, 160, generator=torch.Generator().manual_seed(8))
     x = x / x.norm(dim=(-2, -1), keepdim=True)
-    a = interpreted_kernel(x)
-    poly = interpreted_kernel(a, a, alpha=2.0315, beta=-4.7750)
-    torch.testing.assert_close(poly, train_gpt.sym_matmul(a, a, alpha=2.0315, beta=-4.7750), rtol=1e-4, atol=1e-5)
+    a = interpreted_script.sym_matmul_triton(x)
+    poly = interpreted_script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.7750)
+    torch.testing.assert_close(poly, interpreted_script.sym_matmul(a, a, alpha=2.0315, beta=-4.7750),
+                               rtol=1e-4, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------
