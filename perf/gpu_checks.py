@@ -1,7 +1,8 @@
-"""Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), and the
-time and memory of track 2's fused head against torch.compile of the plain one.
+"""Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
+memory of track 2's fused head against torch.compile of the plain one, and the time of its Newton-Schulz through the
+symmetric matmul kernel against the plain matmuls.
 
-python perf/gpu_checks.py  ->  one line per check with the relative error, then the timings; exits 1 on a failure.
+python perf/gpu_checks.py  ->  one line per check with the relative error, and the timings; exits 1 on a failure.
 """
 import sys
 from pathlib import Path
@@ -28,14 +29,16 @@ def check(name: str, error: float, tolerance: float) -> bool:
 def main() -> int:
     torch.manual_seed(0)
     results = []
-    for batch, m, k in [(4, 768, 768), (12, 768, 3072), (3, 200, 72), (2, 6, 12)]:
+    for script, batch, m, k in [(tg, 4, 768, 768), (tg, 12, 768, 3072), (tg, 3, 200, 72), (tg, 2, 6, 12),
+                                (tm, 60, 1024, 1024), (tm, 16, 1024, 4096)]:  # track 2: its stacks on one GPU
+        name = "sym_matmul" if script is tg else "medium sym_matmul"
         x = torch.randn(batch, m, k, device="cuda", dtype=torch.bfloat16)
         ref = x.double() @ x.double().mT
-        results.append(check(f"sym_matmul {batch}x{m}x{k}", relative_error(tg.sym_matmul_triton(x), ref), 1e-2))
-        a = tg.sym_matmul_triton(x)
+        results.append(check(f"{name} {batch}x{m}x{k}", relative_error(script.sym_matmul_triton(x), ref), 1e-2))
+        a = script.sym_matmul_triton(x)
         ref2 = -4.775 * a.double() + 2.0315 * a.double() @ a.double()
-        out2 = tg.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.775)
-        results.append(check(f"sym_matmul with C {batch}x{m}", relative_error(out2, ref2), 2e-2))
+        out2 = script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.775)
+        results.append(check(f"{name} with C {batch}x{m}", relative_error(out2, ref2), 2e-2))
     g = torch.randn(8, 768, 3072, device="cuda")
     u, _, vt = torch.linalg.svd(g.double(), full_matrices=False)
     results.append(check("orthogonalize vs SVD polar factor (NS5 is approximate)",
@@ -61,6 +64,7 @@ def main() -> int:
         results.append(check(f"FP8Matmul {name} grad_w vs exact", relative_error(w.grad, exact_x.T @ grad.double()),
                              1.2e-1))
     results += medium_head_checks()
+    results += medium_orthogonalize_checks()
     return 0 if all(results) else 1
 
 
@@ -124,6 +128,41 @@ def medium_head_checks() -> list[bool]:
         ms = do_bench(lambda: head(x, ws[0], targets).backward(), grad_to_none=[x, ws[0]])
         peak = torch.cuda.max_memory_allocated() / 2 ** 30
         print(f"time {name}: forward + backward of 65536 x 1024 -> 50304, {ms:.2f} ms, peak {peak:.1f} GiB")
+    return results
+
+
+def medium_plain_newton_schulz(g, dtype=torch.bfloat16):
+    """Track 2's orthogonalisation before it used sym_matmul: the same iterations with plain matmuls, in bf16 as it
+    ran (or in fp64: the reference)."""
+    x = g.to(dtype)
+    transposed = x.size(-2) > x.size(-1)
+    if transposed:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for a, b, c in tm.NS_COEFFICIENTS:
+        xxt = x @ x.mT
+        x = a * x + (b * xxt + c * xxt @ xxt) @ x
+    return x.mT if transposed else x
+
+
+def medium_orthogonalize_checks() -> list[bool]:
+    """Track 2's Newton-Schulz through the symmetric kernel, eager and compiled (muon_update is), and the plain bf16
+    matmuls it replaced, each against the same iterations in fp64 (on the CPU all are 1-2% from them), on its stacks
+    of one GPU (qkvo_w, fc_w, proj_w; the tall fc_w gives the kernel a transposed input); then the time of the two,
+    compiled."""
+    shapes = [(15, 4, 1024, 1024), (16, 4096, 1024), (16, 1024, 4096)]
+    stacks = [torch.randn(shape, device="cuda") for shape in shapes]
+    orthogonalize, plain = (torch.compile(f, dynamic=False) for f in (tm.orthogonalize, medium_plain_newton_schulz))
+    results = []
+    for shape, g in zip(shapes, stacks):
+        reference = medium_plain_newton_schulz(g, torch.float64)
+        for name, f in [("orthogonalize", tm.orthogonalize), ("orthogonalize compiled", orthogonalize),
+                        ("plain matmuls compiled", plain)]:
+            results.append(check(f"medium {name} {'x'.join(map(str, shape))} vs fp64 iterations",
+                                 relative_error(f(g), reference), 3e-2))
+    for name, f in [("symmetric kernel", orthogonalize), ("plain matmuls", plain)]:
+        ms = do_bench(lambda: [f(g) for g in stacks])
+        print(f"time medium Newton-Schulz of the stacks {shapes}, compiled, {name}: {ms:.2f} ms")
     return results
 
 
