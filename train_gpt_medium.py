@@ -1235,7 +1235,7 @@ def main():
     if cache_note is not None:
         log.write(cache_note)
     torch.manual_seed(args.seed)
-    with torch.device(device):  # built in place: initialising track 1's smaller model on the CPU took 5.4 s of its start
+    with torch.device(device):  # built in place: track 1's smaller model took 5.4 s of its start on the CPU
         raw_model = GPT(args)
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
     optimizers = build_optimizers(raw_model, args, comm)
