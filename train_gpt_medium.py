@@ -920,7 +920,7 @@ def profile_table(run, device: torch.device) -> str:
     table = profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
     events = profiler.events()
     notes = [line for line in (gpu_idle(events), communication_overlap(events)) if line]
-    return "\n".join([table, *notes])
+    return "\n".join([table, *notes, *longest_kernels(events)])
 
 
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -959,6 +959,18 @@ def gpu_idle(events) -> str | None:
         parts.append(f"{name.split('#')[1]} idle {(total - overlap_length(steps, kernels)) / 1000:.1f} ms "
                      f"of {total / 1000:.1f} ms")
     return "; ".join(parts)
+
+
+def longest_kernels(events, count: int = 12) -> list[str]:
+    """The GPU kernels with the most total time, one line each with the full name, which the table cuts at 60
+    characters (inductor's names list the ops each kernel fuses)."""
+    totals = {}
+    for event in events:
+        if event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation:
+            total, calls = totals.get(event.name, (0, 0))
+            totals[event.name] = (total + event.time_range.end - event.time_range.start, calls + 1)
+    longest = sorted(totals.items(), key=lambda item: -item[1][0])[:count]
+    return [f"kernel {total / 1000:.1f} ms in {calls} calls: {name}" for name, (total, calls) in longest]
 
 
 def communication_overlap(events) -> str | None:

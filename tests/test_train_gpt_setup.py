@@ -198,3 +198,17 @@ def test_the_model_is_built_on_the_default_device(script):
     tensors = dict(model.named_parameters()) | dict(model.named_buffers())
     assert len(tensors) > 10
     assert {name for name, t in tensors.items() if t.device.type != "meta"} == set()
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_longest_kernels_of_a_profile_by_total_time_with_full_names(script):
+    """Kernels only (no annotations, no CPU ops), summed over their calls, longest first, the names uncut."""
+    long_name = "triton_poi_fused__fused_rms_norm__scaled_mm__to_copy_clamp_div_mul_" + "x" * 80
+    events = [kernel_event(long_name, 0, 300), kernel_event(long_name, 400, 700),
+              kernel_event("nvjet_gemm", 300, 400), kernel_event("nvjet_gemm", 700, 1100),
+              kernel_event("triton_red_fused", 1200, 1300),
+              kernel_event("Optimizer.step#Muon.step", 0, 5000, annotation=True),
+              kernel_event("aten::mm", 0, 9000, device=torch.autograd.DeviceType.CPU)]
+    assert script.longest_kernels(events, count=2) == [f"kernel 0.6 ms in 2 calls: {long_name}",
+                                                       "kernel 0.5 ms in 2 calls: nvjet_gemm"]
+    assert script.longest_kernels(events)[-1] == "kernel 0.1 ms in 1 calls: triton_red_fused"
