@@ -864,6 +864,7 @@ def load_compile_cache(path: str) -> str | None:
     torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
     level = torch_log.level
     torch_log.setLevel(logging.CRITICAL)
+    start = time.perf_counter()
     try:
         with open(path, "rb") as f:
             info = torch.compiler.load_cache_artifacts(f.read())
@@ -874,11 +875,14 @@ def load_compile_cache(path: str) -> str | None:
     if info is None:
         raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
                          "delete it to compile from scratch and write a new one")
-    return f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path}"
+    return (f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path} "
+            f"in {time.perf_counter() - start:.1f}s")
 
 
 def save_compile_cache(path: str) -> str | None:
-    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note."""
+    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note with the
+    seconds it took, which the start-up time includes."""
+    start = time.perf_counter()
     artifacts = torch.compiler.save_cache_artifacts() if path else None
     if artifacts is None:
         return None
@@ -887,7 +891,7 @@ def save_compile_cache(path: str) -> str | None:
     with open(partial, "wb") as f:
         f.write(artifacts[0])
     os.replace(partial, path)
-    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path}"
+    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
 
 
 def compile_phases(count: int = 12) -> str:

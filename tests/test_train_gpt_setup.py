@@ -48,13 +48,13 @@ def compile_in_fresh_process(tmp_path, name: str, path: Path, action: str, scrip
 def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(tmp_path, script):
     path = tmp_path / "cache" / "artifacts.bin"
     saved = compile_in_fresh_process(tmp_path, "a", path, "save", script)
-    assert saved[0].startswith("compile cache: ") and saved[0].endswith(f"MiB written to {path}")
+    assert re.fullmatch(rf"compile cache: \d+\.\d MiB written to {re.escape(str(path))} in \d+\.\ds", saved[0])
     assert path.stat().st_size > 0 and [f.name for f in path.parent.iterdir()] == [path.name]  # no partial file
     phases = saved[1].removeprefix("phases ").split(", ")  # the compiler's longest phases, for the log
     assert len(phases) == 3 and all(re.fullmatch(r"\S+ \d+\.\d", phase) for phase in phases), saved[1]
     assert "fxgraph_cache_miss 1" in saved[2] and "fxgraph_cache_hit" not in saved[2]  # what served the compile
     loaded = compile_in_fresh_process(tmp_path, "b", path, "load", script)
-    assert loaded[0].startswith("compile cache: ") and loaded[0].endswith(f"artifacts loaded from {path}")
+    assert re.fullmatch(rf"compile cache: \d+ artifacts loaded from {re.escape(str(path))} in \d+\.\ds", loaded[0])
     assert int(loaded[0].split()[2]) >= 1
     assert int(loaded[-1].split()[1]) >= 1  # the compile was served by what the file brought
     assert "fxgraph_cache_hit 1" in loaded[-2] and "fxgraph_cache_miss" not in loaded[-2]
