@@ -35,6 +35,19 @@ proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.
     PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --compile_cache="$(compile_cache_of "$script")" \
         --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
         tee "$out/$name.out"
+    keep_kernel_sources "$out" "$name"
+}
+
+keep_kernel_sources() {  # out dir, run name: for a profiled run, the inductor source of each Triton kernel its log
+    # lists among the longest ('kernel ... calls: NAME'), the smallest cached file defining it, as OUT/kernels/NAME_i.py
+    local out=$1 name=$2 cache=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_$(whoami)} i=0 kernel source
+    for kernel in $(grep -o 'calls: triton_[A-Za-z0-9_]*' "$out/logs/$name.txt" 2>/dev/null | cut -d' ' -f2); do
+        i=$((i + 1))
+        source=$(grep -rl --include='*.py' "def $kernel(" "$cache" 2>/dev/null | xargs -r ls -S | tail -n 1)
+        [ -n "$source" ] || continue
+        mkdir -p "$out/kernels"
+        cp "$source" "$out/kernels/${name}_$i.py"
+    done
 }
 
 proxy_summary() {  # out dir, run names...: one line per run

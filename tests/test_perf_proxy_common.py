@@ -1,0 +1,31 @@
+"""perf/proxy_common.sh, the device runs' shell helpers: keep_kernel_sources copies, for a profiled run, the inductor
+source of each Triton kernel that the log lists among the longest, so that a slow fused kernel can be read."""
+
+import os
+import subprocess
+
+
+def test_kernel_sources_of_a_profiled_run_are_kept(tmp_path, repo_root):
+    cache, out = tmp_path / "inductor", tmp_path / "out"
+    (cache / "ab").mkdir(parents=True)
+    (cache / "ab" / "kernel.py").write_text("@triton.jit\ndef triton_poi_fused_clone_permute_0(in_ptr0):\n    pass\n")
+    (cache / "ab" / "graph.py").write_text("x = 1\n" * 100 + "def triton_poi_fused_clone_permute_0(in_ptr0):\n")
+    (out / "logs").mkdir(parents=True)
+    (out / "logs" / "run.txt").write_text("kernel 9.6 ms in 24 calls: triton_poi_fused_clone_permute_0\n"
+                                          "kernel 5.0 ms in 3 calls: nvjet_sm90_gemm\n"
+                                          "kernel 1.0 ms in 3 calls: triton_red_fused_sum_1\n")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    subprocess.run(["bash", "-c", f"source perf/proxy_common.sh && keep_kernel_sources {out} run"], cwd=repo_root,
+                   env=env, check=True, timeout=60)
+    kept = sorted(p.name for p in (out / "kernels").iterdir())
+    assert kept == ["run_1.py"]  # the smaller file with the first kernel; the second kernel is not in the cache
+    assert "def triton_poi_fused_clone_permute_0(" in (out / "kernels" / "run_1.py").read_text()
+    assert (out / "kernels" / "run_1.py").read_text().startswith("@triton.jit")
+
+
+def test_an_unprofiled_run_keeps_nothing(tmp_path, repo_root):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "run.txt").write_text("step:1/10 train_loss:10.8\n")
+    subprocess.run(["bash", "-c", f"source perf/proxy_common.sh && keep_kernel_sources {tmp_path} run"],
+                   cwd=repo_root, check=True, timeout=60)
+    assert not (tmp_path / "kernels").exists()
