@@ -8,7 +8,9 @@ import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "perf"))
 import train_gpt_medium as medium  # noqa: E402
+from gpu_checks import medium_plain_newton_schulz as plain_newton_schulz  # noqa: E402  (the GPU check's reference)
 
 
 def scalars(momentum, lr, keep):
@@ -73,19 +75,6 @@ def test_orthogonalize_gives_near_unit_singular_values(shape):
 
 def test_orthogonalize_of_zero_is_zero():
     assert torch.equal(medium.orthogonalize(torch.zeros(8, 16)).float(), torch.zeros(8, 16))
-
-
-def plain_newton_schulz(g):
-    """Track 2's orthogonalisation before it used sym_matmul: the same iterations with plain bf16 matmuls."""
-    x = g.bfloat16()
-    transposed = x.size(-2) > x.size(-1)
-    if transposed:
-        x = x.mT
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-    for a, b, c in medium.NS_COEFFICIENTS:
-        xxt = x @ x.mT
-        x = a * x + (b * xxt + c * xxt @ xxt) @ x
-    return x.mT if transposed else x
 
 
 @pytest.fixture(params=["torch", "triton"])
