@@ -1329,11 +1329,17 @@ def overlap_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -
     return total
 
 
+def is_kernel(event) -> bool:
+    """A kernel in a profile's events: run on the GPU, not the GPU-side span of an annotation such as an optimizer
+    step, and not a CPU op."""
+    return event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation
+
+
 def gpu_idle(events) -> str | None:
     """How long the GPU ran no kernel between the profile's first and last kernel, and inside each optimizer's step
     spans: idle time there means the host queued work slower than the GPU ran it. None without GPU kernels."""
     on_gpu = [event for event in events if event.device_type == torch.autograd.DeviceType.CUDA]
-    kernels = merged([(e.time_range.start, e.time_range.end) for e in on_gpu if not e.is_user_annotation])
+    kernels = merged([(e.time_range.start, e.time_range.end) for e in events if is_kernel(e)])
     if not kernels:
         return None
     span, busy = kernels[-1][1] - kernels[0][0], sum(end - start for start, end in kernels)
@@ -1352,7 +1358,7 @@ def longest_kernels(events, count: int = 12) -> list[str]:
     characters (inductor's names list the ops each kernel fuses)."""
     totals = {}
     for event in events:
-        if event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation:
+        if is_kernel(event):
             total, calls = totals.get(event.name, (0, 0))
             totals[event.name] = (total + event.time_range.end - event.time_range.start, calls + 1)
     longest = sorted(totals.items(), key=lambda item: -item[1][0])[:count]
@@ -1362,7 +1368,7 @@ def longest_kernels(events, count: int = 12) -> list[str]:
 def communication_overlap(events) -> str | None:
     """GPU time of the NCCL kernels in a profile and how much of it ran while other kernels ran; None without NCCL."""
     kernels = [(event.time_range.start, event.time_range.end, "nccl" in event.name.lower()) for event in events
-               if event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation]
+               if is_kernel(event)]
     communication = merged([(start, end) for start, end, is_nccl in kernels if is_nccl])
     if not communication:
         return None
