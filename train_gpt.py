@@ -496,20 +496,36 @@ def normuon_scale(update: Tensor, second_moment: Tensor, beta2: float) -> Tensor
     return scaled * ratio
 
 
+def muon_update(weights: Tensor, momentum_buffer: Tensor, second_moment: Tensor | None, grads: Tensor,
+                momentum: Tensor, lr: Tensor, keep: Tensor, coefficients: tuple, norm_scale: float,
+                normuon_beta2: float):
+    """One Muon step of a rank's stacked same-shape matrices (..., rows, cols), in place; compiled, a few kernels
+    around the Newton-Schulz products instead of ~20 eager passes over the stack. Nesterov momentum,
+    orthogonalisation, NorMuon's scaling when there is a second_moment, then weights = weights * keep - lr * update.
+    momentum, lr and keep are 0-d CPU tensors, so that their change every step does not recompile."""
+    momentum_buffer.lerp_(grads, 1 - momentum)
+    update = orthogonalize(grads.lerp(momentum_buffer, momentum).flatten(0, -3), coefficients, norm_scale)
+    update = update.view_as(grads).float()
+    if second_moment is not None:
+        update = normuon_scale(update, second_moment, normuon_beta2)
+    weights.mul_(keep).sub_(lr * update.to(weights.dtype))
+
+
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix.
-    Same-shape parameters form a group; each rank orthogonalises its share of a group's matrices.
+    Same-shape parameters form a group; each rank updates its share of a group's matrices, stacked, in one call of
+    `update` (muon_update, maybe compiled), then all ranks all-gather the new values.
     ns_coefficients names an entry of NS_COEFFICIENTS; a normuon_beta2 turns on NorMuon's scaling."""
 
     def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm,
-                 ns_coefficients: str = "jordan", normuon_beta2: float | None = None):
+                 ns_coefficients: str = "jordan", normuon_beta2: float | None = None, update=muon_update):
         by_shape = {}
         for p in params:
             by_shape.setdefault(tuple(p.shape), []).append(p)
         groups = [dict(params=group) for group in by_shape.values()]
         super().__init__(groups, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
                                       normuon_beta2=normuon_beta2))
-        self.comm = comm
+        self.comm, self.update = comm, update
         self.coefficients, self.norm_scale = NS_COEFFICIENTS[ns_coefficients]
 
     @torch.no_grad()
@@ -520,7 +536,10 @@ class Muon(torch.optim.Optimizer):
             wait_all([handle])
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
-            values = self._update(group, owned, grad_shard)
+            values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))  # zero-padded
+            if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
+                self._update(group, owned, values[:len(owned)], grad_shard[:len(owned)])
+                torch._foreach_copy_(owned, list(values[:len(owned)]))
             if self.comm.world_size > 1:
                 full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
                 gathers.append((params, full, self.comm.all_gather(full, values)))
@@ -532,27 +551,20 @@ class Muon(torch.optim.Optimizer):
         padding = -len(params) % self.comm.world_size
         return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
 
-    def _update(self, group, owned: list[Tensor], grad_shard: Tensor) -> Tensor:
-        """Nesterov momentum, orthogonalisation and the step for this rank's matrices (zero-padded), each a batched
-        op over the group's stack: per-matrix ops were ~1,000 small kernel launches a step on one GPU."""
-        grads = grad_shard[:len(owned)]
-        if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
-            momentum_buffer = self._stacked_state(owned, "momentum_buffer", lambda: torch.zeros_like(grads))
-            momentum_buffer.lerp_(grads, 1 - group["momentum"])
-            grads.lerp_(momentum_buffer, group["momentum"])
-        update = orthogonalize(grad_shard.flatten(0, -3), self.coefficients, self.norm_scale).view_as(grad_shard)
-        if group["normuon_beta2"] is not None and owned:
-            update = update.float()
+    def _update(self, group, owned: list[Tensor], weights: Tensor, grads: Tensor):
+        """The update call for this rank's matrices of a group, with their stacked state."""
+        momentum_buffer = self._stacked_state(owned, "momentum_buffer", lambda: torch.zeros_like(grads))
+        second_moment = None
+        if group["normuon_beta2"] is not None:
             second_moment = self._stacked_state(owned, "second_moment", lambda: torch.zeros_like(
-                neuron_mean_square(update[:len(owned)])))
-            update[:len(owned)] = normuon_scale(update[:len(owned)], second_moment, group["normuon_beta2"])
-        rows, cols = grad_shard.shape[-2:]
-        values = torch.stack(owned + [torch.zeros_like(grad_shard[0])] * (len(grad_shard) - len(owned)))
-        values.mul_(1 - group["lr"] * group["weight_decay"])
-        values.add_(update.to(values.dtype), alpha=-group["lr"] * max(1.0, rows / cols) ** 0.5)
-        if owned:
-            torch._foreach_copy_(owned, list(values[:len(owned)]))
-        return values
+                neuron_mean_square(grads), dtype=torch.float32))
+        rows, cols = grads.shape[-2:]
+        # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
+        scalars = [torch.tensor(value, dtype=torch.float32) for value in
+                   (group["momentum"], group["lr"] * max(1.0, rows / cols) ** 0.5,
+                    1 - group["lr"] * group["weight_decay"])]
+        self.update(weights, momentum_buffer, second_moment, grads, *scalars, self.coefficients, self.norm_scale,
+                    group["normuon_beta2"])
 
     def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
         """This rank's per-matrix state `key` as one stacked tensor, which the caller updates in place: each matrix's
@@ -1117,10 +1129,12 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
                    dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
                    dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
                    dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
-    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
+    adam_update_fn, muon_update_fn = adam_update, muon_update
+    if args.compile:
+        adam_update_fn, muon_update_fn = (torch.compile(update, dynamic=False) for update in (adam_update, muon_update))
     optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
                   Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients,
-                       args.normuon_beta2 if args.muon_variant == "normuon" else None)]
+                       args.normuon_beta2 if args.muon_variant == "normuon" else None, muon_update_fn)]
     for opt in optimizers:
         for group in opt.param_groups:
             group["initial_lr"] = group["lr"]

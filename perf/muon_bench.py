@@ -44,9 +44,8 @@ def bench(name: str, tiny: bool) -> str:
             p.grad = torch.randn_like(p) * 1e-3
     repeat = 2 if tiny else 20
     step_ms = timed_ms(muon.step, device, repeat)
-    # track 2 compiles its update (orthogonalisation included), one call per group; track 1 runs it eagerly
-    orthogonalize = torch.compile(script.orthogonalize, dynamic=False) if name == "medium" and not tiny \
-        else script.orthogonalize
+    # both tracks compile their update (orthogonalisation included), one call per group
+    orthogonalize = script.orthogonalize if tiny else torch.compile(script.orthogonalize, dynamic=False)
     grads = [[p.grad for p in group["params"]] for group in muon.param_groups]
     stacks = [torch.stack(group).flatten(0, -3) for group in grads]  # (matrices, rows, cols) per shape
     per_matrix_ms = timed_ms(lambda: [orthogonalize(m[None]) for stack in stacks for m in stack], device, repeat)

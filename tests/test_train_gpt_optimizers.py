@@ -537,3 +537,27 @@ def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_
     for p, twin in zip(params, twins):
         torch.testing.assert_close(p.detach(), twin.detach(), rtol=1e-6, atol=1e-7)
     assert len(compilations) == 1
+
+
+@pytest.mark.parametrize("options", [{}, NORMUON], ids=["muon", "normuon"])
+def test_compiled_muon_update_matches_eager_and_compiles_once_per_shape(counted_compile, options):
+    """The update the GPU run compiles, one call per same-shape group: the same parameters as eager over steps whose
+    lr and momentum change (as the schedules change them), and one graph per group, none recompiled."""
+    compile_fn, compilations = counted_compile
+    params = make_params(MUON_SHAPES, 12)
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    compiled = Muon(params, lr=0.05, momentum=0.9, weight_decay=0.1, comm=Comm(0, 1), **options,
+                    update=compile_fn(train_gpt.muon_update))
+    eager = Muon(twins, lr=0.05, momentum=0.9, weight_decay=0.1, comm=Comm(0, 1), **options)
+    for step, step_grads in enumerate(make_grads(MUON_SHAPES, 3, 13)):
+        for opt in (compiled, eager):
+            for group in opt.param_groups:
+                group["lr"], group["momentum"] = 0.05 * (1 - 0.2 * step), 0.9 + 0.02 * step
+        for p, twin, g in zip(params, twins, step_grads):
+            p.grad, twin.grad = g.clone(), g.clone()
+        compiled.step()
+        eager.step()
+    for p, twin, first in zip(params, twins, make_params(MUON_SHAPES, 12)):
+        assert not torch.equal(p.detach(), first.detach())
+        torch.testing.assert_close(p.detach(), twin.detach(), rtol=1e-6, atol=1e-7)
+    assert len(compilations) == len(compiled.param_groups) == 4
