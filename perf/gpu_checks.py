@@ -84,8 +84,9 @@ def fused_head_ce_checks() -> list[bool]:
     loss.backward()
     reference.backward()
     # both quantise the gradient to e5m2, the torch path after rounding it to bf16 and dividing in bf16: two
-    # roundings of 2 mantissa bits apart, 2.2e-2 in session 5
-    results = [check("fused head CE loss vs torch", relative_error(loss, reference), 1e-5),
+    # roundings of 2 mantissa bits apart, 2.2e-2 in session 5. The kernel's tanh.approx moves each capped logit by
+    # less than 0.008 (exact sigmoid: 8.6e-8 relative on the loss)
+    results = [check("fused head CE loss vs torch", relative_error(loss, reference), 1e-3),
                check("fused head CE grad_x vs torch", relative_error(xs[0].grad, xs[1].grad), 4e-2),
                check("fused head CE grad_w vs torch", relative_error(ws[0].grad, ws[1].grad), 4e-2)]
     z = logits.detach().float().requires_grad_(True)
@@ -94,10 +95,20 @@ def fused_head_ce_checks() -> list[bool]:
     tg.softcap_ce_rows(logits.detach(), targets, scales[2], grad_f8)
     expected = tg.to_float8(z.grad, scales[2], torch.float8_e5m2)
     same = (grad_f8.view(torch.uint8) == expected.view(torch.uint8)).float().mean().item()
-    print(f"{'ok ' if same > 0.999 else 'BAD'} fused head CE float8 gradient: {same:.6f} of entries equal torch's cast")
+    # tanh.approx's gradient is ~1e-3 off, so entries next to a rounding boundary of e5m2 may round the other way
+    print(f"{'ok ' if same > 0.98 else 'BAD'} fused head CE float8 gradient: {same:.6f} of entries equal torch's cast")
     transposed = torch.equal(tg.transposed(grad_f8).view(torch.uint8), grad_f8.view(torch.uint8).T)
     print(f"{'ok ' if transposed else 'BAD'} fused head CE transposed gradient equals the gradient's transpose")
-    return results + [same > 0.999, transposed]
+    rows_logits = torch.randn(49152, 50304, device="cuda", dtype=torch.bfloat16) * 3
+    rows_targets = torch.randint(0, 50304, (49152,), device="cuda", dtype=torch.int32)
+    loss_rows, grad_rows = torch.empty(49152, device="cuda"), torch.empty_like(rows_logits, dtype=torch.float8_e5m2)
+    for fast in (True, False):  # the proxy step's rows: the kernel's two ways of computing the capped logits
+        ms = do_bench(lambda: tg.softcap_ce_kernel[(49152,)](
+            rows_logits, rows_targets, loss_rows, grad_rows, 50304, 1 / scales[2],
+            torch.finfo(torch.float8_e5m2).max, BLOCK=tg.CE_BLOCK, FAST_TANH=fast, num_warps=8))
+        print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, {'tanh.approx' if fast else 'exact sigmoid'}: "
+              f"{ms:.2f} ms")
+    return results + [same > 0.98, transposed]
 
 
 def medium_plain_head(x, w, targets):

@@ -1,6 +1,7 @@
 """Compile track 1's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
-their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, and
-how often each bf16 input element is converted (twice means Triton computes the block once per layout).
+their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, how
+often each bf16 input element is converted (twice means Triton computes the block once per layout), and the
+special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh: a quarter of the FP32 rate).
 
 python perf/kernel_report.py [path/to/train_gpt.py]  ->  one line per kernel and launch configuration.
 The configurations mirror the launchers in train_gpt.py; integer arguments and pointers are taken as divisible by
@@ -29,7 +30,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr
 # kernel name: its launch configurations in train_gpt.py, as (constexprs, num_warps)
 CONFIGS = {
     "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
-    "softcap_ce_kernel": [(dict(BLOCK=4096), 8)],
+    "softcap_ce_kernel": [(dict(BLOCK=4096, FAST_TANH=True), 8)],
     "transpose_kernel": [(dict(BLOCK=64), 4)],
 }
 
@@ -77,14 +78,16 @@ def widest(ptx: str, op: str) -> int:
 
 
 def report(kernel_name: str, kernel, constexprs: dict, num_warps: int) -> str:
+    constexprs = {name: value for name, value in constexprs.items() if name in kernel.arg_names}
     compiled = compile_kernel(kernel, constexprs, num_warps)
     ptx = compiled.asm["ptx"]
     registers, spills = ptxas_usage(ptx)
     conversions = len(re.findall(r"cvt\.f32\.bf16", ptx))
+    special = len(re.findall(r"\b(?:ex2|lg2|rcp|rsqrt|tanh)\.approx|\bdiv\.full", ptx))
     settings = " ".join(f"{k}={v}" for k, v in constexprs.items())
     return (f"{kernel_name} [{settings} warps={num_warps}]: {registers} registers, {spills} B spilled, "
             f"{compiled.metadata.shared} B shared, widest load {widest(ptx, 'ld')} B / store {widest(ptx, 'st')} B, "
-            f"{conversions} bf16->fp32 conversions a thread")
+            f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread")
 
 
 def main(argv: list[str]) -> int:
