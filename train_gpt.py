@@ -54,9 +54,9 @@ class Hyperparameters:
     val_seq_len: int = setting(4 * 64 * 1024, "tokens per rank per validation step (multiple of 128)")
     grad_accum_steps: int = setting(0, "micro-steps per step; 0 = 8 // world_size (same global batch)")
     # schedule
-    num_iterations: int = setting(1625, "optimizer steps (the 2025 record's 1695, 3% fewer with NorMuon and 1% "
-                                  "fewer with backout: records/track_1_short/2026-11-30_BackoutDefault)")
-    cooldown_frac: float = setting(0.45, "fraction of steps at the end with linearly decaying lr")
+    num_iterations: int = setting(1619, "optimizer steps (the 2025 record's 1695, 3% fewer with NorMuon, 1% with "
+                                  "backout, 0.4% with the longer cooldown: records/track_1_short/*_Cooldown055)")
+    cooldown_frac: float = setting(0.55, "fraction of steps at the end with linearly decaying lr")
     final_lr_frac: float = setting(0.1, "lr multiplier reached at the last step")
     val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
     window_start: int = setting(0, "attention window (tokens) at step 0, rounded up to 128-token blocks (min 1)")
