@@ -2,7 +2,8 @@
 Newton-Schulz orthogonalisation alone, matrix by matrix against stacked by shape (one batched call per group):
 how much batching could take off the step (run on a GPU).
 
-python perf/muon_bench.py [short|medium ...]  ->  one line per track (both when none is named).
+python perf/muon_bench.py [short|medium ...]  ->  one line per track (both when none is named). The first step's
+seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) for a cold figure.
 --tiny runs small shapes on the CPU, without compiling, to check this script.
 """
 import sys
@@ -43,6 +44,10 @@ def bench(name: str, tiny: bool) -> str:
         for p in group["params"]:
             p.grad = torch.randn_like(p) * 1e-3
     repeat = 2 if tiny else 20
+    start = time.perf_counter()
+    muon.step()  # compiles the update on the GPU: cold with an empty TORCHINDUCTOR_CACHE_DIR
+    short.sync(device)
+    first_s = time.perf_counter() - start
     step_ms = timed_ms(muon.step, device, repeat)
     # both tracks compile their update (orthogonalisation included), one call per group
     orthogonalize = script.orthogonalize if tiny else torch.compile(script.orthogonalize, dynamic=False)
@@ -51,7 +56,7 @@ def bench(name: str, tiny: bool) -> str:
     per_matrix_ms = timed_ms(lambda: [orthogonalize(m[None]) for stack in stacks for m in stack], device, repeat)
     stacked_ms = timed_ms(lambda: [orthogonalize(stack) for stack in stacks], device, repeat)
     matrices = sum(stack.size(0) for stack in stacks)
-    return (f"{name}: Muon step {step_ms:.2f} ms; Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
+    return (f"{name}: Muon step {step_ms:.2f} ms (first step {first_s:.1f} s); Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
             f"{per_matrix_ms:.2f} ms matrix by matrix, {stacked_ms:.2f} ms stacked by shape")
 
 
