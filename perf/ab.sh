@@ -3,8 +3,10 @@
 # optionally after a script path (e.g. a copy of the version before a change, kept in the ignored perf/base/).
 # With several GPUs the variants run side by side, variant i on GPU i mod N (set AB_GPUS=1 to run them in turn);
 # AB_GPU_IDS="1" (a list) runs them on those GPUs only, leaving the others to a job started next to it.
-# Each GPU's runs share their own inductor and Triton caches (under /tmp), so that two first runs side by side both
-# compile from cold, as on separate machines, and a GPU's later runs start warm from its earlier ones.
+# Each GPU's runs share their own inductor and Triton caches and compile artifact files (under AB_CACHES,
+# /tmp/ab_caches by default), so that two first runs side by side both compile from cold, as on separate machines,
+# and a GPU's later runs start warm from its earlier ones (one shared artifact file would serve the first run to
+# finish its warmup to the other).
 # Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
@@ -18,7 +20,9 @@ for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU ${gpu_
 for slot in $(seq 0 $((gpus - 1))); do
     gpu=${gpu_ids[$slot]}
     (
-        export TORCHINDUCTOR_CACHE_DIR=/tmp/ab_caches/gpu$gpu/inductor TRITON_CACHE_DIR=/tmp/ab_caches/gpu$gpu/triton
+        caches=${AB_CACHES:-/tmp/ab_caches}/gpu$gpu
+        export TORCHINDUCTOR_CACHE_DIR=$caches/inductor TRITON_CACHE_DIR=$caches/triton PROXY_ARTIFACTS=$caches
+        mkdir -p "$caches"
         for i in "${!variants[@]}"; do
             [ $((i % gpus)) -eq "$slot" ] || continue
             read -r -a words <<< "${variants[$i]}"

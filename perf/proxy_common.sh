@@ -1,10 +1,12 @@
 # Shared by perf/proxy.sh, perf/ab.sh and perf/multi_gpu.sh: the proxy data settings, one logged run, the
 # summary table. Device calls carry perf/carry/ (ignored): the proxy shards xz-compressed (perf/pack.sh: 29 MB
-# instead of 52 MB, so the 64 MiB carry limit leaves room) and one torch.compile artifact file per script
-# (--compile_cache), which a run loads before compiling and rewrites after its warmup; copy them back from
-# $OUT after a call to start the next fresh machine warm.
+# instead of 52 MB, so the 64 MiB carry limit leaves room). Each script's torch.compile artifact file
+# (--compile_cache), which a run loads before compiling and rewrites after its warmup, lives in PROXY_ARTIFACTS
+# (perf/carry unless set): at 74-89 MB for track 1 it no longer fits the carry, so it serves the later runs on
+# the same machine (perf/ab.sh gives each GPU its own).
 PROXY_DATA=(--train_files='data/proxy/proxy_train_*.bin' --val_files='data/proxy/proxy_val_*.bin' --val_tokens=2097152)
 PROXY_CARRY=${PROXY_CARRY:-perf/carry}
+PROXY_ARTIFACTS=${PROXY_ARTIFACTS:-$PROXY_CARRY}
 
 unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they are missing
     mkdir -p data/proxy
@@ -16,7 +18,7 @@ unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they ar
 }
 
 compile_cache_of() {  # script: its torch.compile artifact file
-    echo "$PROXY_CARRY/compile_cache_$(basename "$1" .py).bin"
+    echo "$PROXY_ARTIFACTS/compile_cache_$(basename "$1" .py).bin"
 }
 
 proxy_steps() {  # the proxy schedule length of a track

@@ -1,5 +1,6 @@
-"""perf/proxy_common.sh, the device runs' shell helpers: keep_kernel_sources copies, for a profiled run, the inductor
-source of each Triton kernel that the log lists among the longest, so that a slow fused kernel can be read."""
+"""perf/proxy_common.sh, the device runs' shell helpers, and perf/ab.sh built on them: keep_kernel_sources copies, for
+a profiled run, the inductor source of each Triton kernel that the log lists among the longest, so that a slow fused
+kernel can be read; ab.sh keeps each GPU's caches and compile artifacts apart."""
 
 import os
 import subprocess
@@ -29,3 +30,23 @@ def test_an_unprofiled_run_keeps_nothing(tmp_path, repo_root):
     subprocess.run(["bash", "-c", f"source perf/proxy_common.sh && keep_kernel_sources {tmp_path} run"],
                    cwd=repo_root, check=True, timeout=60)
     assert not (tmp_path / "kernels").exists()
+
+
+def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_root):
+    """Two variants of one script side by side on two GPUs: each run gets its GPU, that GPU's inductor cache and
+    its own --compile_cache file, so that neither first run loads what the other wrote (a stand-in python prints
+    what it was given)."""
+    bin_dir, caches = tmp_path / "bin", tmp_path / "caches"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/usr/bin/env bash\necho "gpu=$CUDA_VISIBLE_DEVICES '
+                                    'inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n')
+    (bin_dir / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", AB_GPUS="2", AB_CACHES=str(caches),
+               PROXY_CARRY=str(tmp_path / "carry"))
+    subprocess.run(["bash", str(repo_root / "perf/ab.sh"), "short", str(tmp_path / "out"), "--seed=0", "--seed=1"],
+                   cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True)
+    for gpu, seed in [(0, 0), (1, 1)]:
+        console = (tmp_path / "out" / f"variant{gpu}.out").read_text()
+        assert f"gpu={gpu} inductor={caches}/gpu{gpu}/inductor " in console
+        assert f"--compile_cache={caches}/gpu{gpu}/compile_cache_train_gpt.bin " in console
+        assert console.rstrip().endswith(f"--seed={seed}")
