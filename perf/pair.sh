@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Two jobs side by side in one device call, job i on GPU i, each packed as soon as it ends: a device call returns at
+# most 8 files and stops at its time limit, which in session 10 lost one job's logs to the file count and another's
+# to the limit. Each job is a shell command; it sees JOB_OUT (its folder under OUT) and AB_GPU_IDS / GPU (its GPU).
+# When it ends, or when PAIR_LIMIT seconds have passed (default 540, under the 600-s limit of a call), the first
+# traceback of each console file (*.out) is kept as *.out.err, the consoles are deleted, and the folder becomes
+# OUT/jobI.tgz; the job's own output is OUT/jobI.txt. Usage:
+#   bash perf/pair.sh OUT 'bash perf/ab.sh short $JOB_OUT "--seed=0"' 'python perf/muon_bench.py > $JOB_OUT/b.txt'
+set -uo pipefail
+out=${1:?output folder}; shift
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "error: give one or two job commands" >&2; exit 2; }
+limit=${PAIR_LIMIT:-540}
+
+pack() {  # job folder: tracebacks kept, consoles deleted, the folder as a .tgz next to it
+    local folder=$1 console
+    for console in $(find "$folder" -name '*.out'); do
+        grep -B2 -A12 -m1 Traceback "$console" > "$console.err" || rm -f "$console.err"
+        rm -f "$console"
+    done
+    tar czf "$folder.tgz" -C "$(dirname "$folder")" "$(basename "$folder")" && rm -rf "$folder"
+}
+
+mkdir -p "$out"
+pids=()
+for i in $(seq 0 $(($# - 1))); do
+    job=${*:$((i + 1)):1}
+    (
+        export JOB_OUT=$out/job$i AB_GPU_IDS=$i GPU=$i
+        mkdir -p "$JOB_OUT"
+        timeout -k 10 "$limit" bash -c "$job" > "$out/job$i.txt" 2>&1
+        status=$?
+        [ $status -eq 124 ] && echo "pair.sh: stopped at PAIR_LIMIT=${limit}s" >> "$out/job$i.txt"
+        pack "$JOB_OUT"
+        echo "job$i: exit $status"
+    ) &
+    pids+=($!)
+done
+wait "${pids[@]}"

@@ -1,0 +1,42 @@
+"""perf/pair.sh: two jobs side by side in one device call, job i on GPU i, each packed into one .tgz when it ends
+or reaches PAIR_LIMIT, with the tracebacks of its console files kept (a call returns at most 8 files)."""
+
+import os
+import subprocess
+import tarfile
+
+
+def run_pair(repo_root, out, *jobs, limit="30"):
+    return subprocess.run(["bash", str(repo_root / "perf/pair.sh"), str(out), *jobs], cwd=repo_root,
+                          env=dict(os.environ, PAIR_LIMIT=limit), capture_output=True, text=True, timeout=120)
+
+
+def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp_path, repo_root):
+    out = tmp_path / "out"
+    finishing = ('mkdir -p $JOB_OUT/logs && echo log > $JOB_OUT/logs/run.txt && echo gpu=$GPU ids=$AB_GPU_IDS && '
+                 'printf "step 1\\nTraceback (most recent call last):\\n  boom\\n" > $JOB_OUT/run.out && '
+                 'echo fine > $JOB_OUT/clean.out')
+    stuck = 'echo log > $JOB_OUT/partial.txt; echo started; sleep 60; echo never'
+    result = run_pair(repo_root, out, finishing, stuck, limit="3")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["job0: exit 0", "job1: exit 124"]
+    assert sorted(p.name for p in out.iterdir()) == ["job0.tgz", "job0.txt", "job1.tgz", "job1.txt"]
+    assert (out / "job0.txt").read_text() == "gpu=0 ids=0\n"
+    assert (out / "job1.txt").read_text() == "started\npair.sh: stopped at PAIR_LIMIT=3s\n"
+    with tarfile.open(out / "job0.tgz") as packed:
+        files = {m.name: m for m in packed.getmembers() if m.isfile()}
+        assert sorted(files) == ["job0/logs/run.txt", "job0/run.out.err"]  # consoles gone, one traceback kept
+        assert b"boom" in packed.extractfile(files["job0/run.out.err"]).read()
+    with tarfile.open(out / "job1.tgz") as packed:
+        assert [m.name for m in packed.getmembers() if m.isfile()] == ["job1/partial.txt"]
+
+
+def test_one_job_runs_on_gpu_0(tmp_path, repo_root):
+    result = run_pair(repo_root, tmp_path / "out", "echo $GPU")
+    assert result.stdout == "job0: exit 0\n" and (tmp_path / "out" / "job0.txt").read_text() == "0\n"
+
+
+def test_no_job_or_three_are_one_error_line(tmp_path, repo_root):
+    for jobs in [(), ("true", "true", "true")]:
+        result = run_pair(repo_root, tmp_path / "out", *jobs)
+        assert result.returncode == 2 and result.stderr == "error: give one or two job commands\n"
