@@ -56,7 +56,8 @@ def bench(name: str, tiny: bool) -> str:
     per_matrix_ms = timed_ms(lambda: [orthogonalize(m[None]) for stack in stacks for m in stack], device, repeat)
     stacked_ms = timed_ms(lambda: [orthogonalize(stack) for stack in stacks], device, repeat)
     matrices = sum(stack.size(0) for stack in stacks)
-    return (f"{name}: Muon step {step_ms:.2f} ms (first step {first_s:.1f} s); Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
+    return (f"{name}: Muon step {step_ms:.2f} ms (first step {first_s:.1f} s); "
+            f"Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
             f"{per_matrix_ms:.2f} ms matrix by matrix, {stacked_ms:.2f} ms stacked by shape")
 
 
