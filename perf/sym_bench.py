@@ -6,6 +6,7 @@ python perf/sym_bench.py  ->  one line per stack and product.
 --tiny runs small shapes and two configurations on the CPU, the kernel under Triton's interpreter, to check this
 script (tests/test_perf_sym_bench.py).
 """
+import functools
 import itertools
 import sys
 import time
@@ -67,17 +68,19 @@ def timed_ms(run, tiny: bool) -> float:
 def bench_product(name: str, x: torch.Tensor, c: torch.Tensor | None, reference, configs, tiny: bool) -> str:
     """Time each configuration (skipping those that do not fit or compute wrongly) and torch's product."""
     expected = reference()
+    scalars = (2.0, -1.0) if c is not None else ()  # alpha, beta of the reference's 2 A A - A
     times = {}
     for config in configs:
+        run = functools.partial(launch, x, c, config, *scalars)
         try:
-            out = launch(x, c, config, *((2.0, -1.0) if c is not None else ()))
+            out = run()
         except Exception as error:  # out of shared memory or registers for this tile shape
             print(f"  {name} {config}: {type(error).__name__}", file=sys.stderr)
             continue
         if not torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=2e-2 * expected.float().abs().max()):
             print(f"  {name} {config}: wrong result", file=sys.stderr)
             continue
-        times[config] = timed_ms(lambda: launch(x, c, config, *((2.0, -1.0) if c is not None else ())), tiny)
+        times[config] = timed_ms(run, tiny)
     best = min(times, key=times.get)
     return (f"{name}: script {SCRIPT_CONFIG} {times.get(SCRIPT_CONFIG, float('nan')):.3f} ms, best {best} "
             f"{times[best]:.3f} ms, torch {timed_ms(reference, tiny):.3f} ms ({len(times)} configurations ran)")
