@@ -70,6 +70,8 @@ class Hyperparameters:
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
                             "scales from each tensor's maximum")
+    fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
+                                     "maximum, with 2x headroom (1 = every row, no headroom)")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -163,7 +165,7 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 # ----------------------------------------------------------------------------------------------
 # FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head, and scales
-# from each tensor's maximum for the MLP (--fp8_mlp)
+# from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and gradients (--fp8_amax_row_step)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
@@ -237,9 +239,14 @@ def _fp8_mm_grad(ctx, grad_out, *_):
 fp8_mm.register_autograd(_fp8_mm_grad, setup_context=_fp8_mm_setup_context)
 
 
-def to_float8_scaled(t: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """t in float8 with one scale (a 0-d tensor) that maps its largest magnitude to the format's largest value."""
-    scale = t.detach().abs().amax().float().clamp_min(1e-30) / torch.finfo(dtype).max
+def to_float8_scaled(t: Tensor, dtype: torch.dtype, row_step: int = 1) -> tuple[Tensor, Tensor]:
+    """t in float8 with one scale (a 0-d tensor) that maps its largest magnitude to the format's largest value.
+    With row_step > 1 the largest magnitude is read from every row_step-th row only and doubled: a pass over
+    1/row_step of a (tokens x 3072) activation or gradient instead of all of it; an entry past the doubled sample
+    maximum saturates. Float8's relative precision does not depend on the scale, so the headroom costs one binade
+    at the bottom of the range."""
+    sample, headroom = (t.detach()[::row_step], 2.0) if row_step > 1 else (t.detach(), 1.0)
+    scale = sample.abs().amax().float().clamp_min(1e-30) * headroom / torch.finfo(dtype).max
     return to_float8(t, scale, dtype), scale
 
 
@@ -247,23 +254,24 @@ class FP8Matmul(torch.autograd.Function):
     """x @ w (x: tokens x in, w: in x out) on the FP8 tensor cores with scales taken from the tensors themselves:
     e4m3 operands forward, an e5m2 gradient backward. Plain autograd traced by torch.compile, so the scaling and
     the casts fuse with the neighbouring elementwise work (--fp8_mlp; later records quantise the up projection's
-    forward only)."""
+    forward only). The scales of x and of the gradient sample every row_step-th row (to_float8_scaled)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
-        x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn)
+    def forward(ctx, x: Tensor, w: Tensor, row_step: int) -> Tensor:
+        x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
         w_f8, w_scale = to_float8_scaled(w, torch.float8_e4m3fn)
         ctx.save_for_backward(x_f8, w_f8, x_scale, w_scale)  # the tensor cores take row-major A, column-major B
+        ctx.row_step = row_step
         return scaled_mm(x_f8, w_f8.T.contiguous().T, x_scale, w_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None]:
         x_f8, w_f8, x_scale, w_scale = ctx.saved_tensors
-        grad_f8, grad_scale = to_float8_scaled(grad_out, torch.float8_e5m2)
+        grad_f8, grad_scale = to_float8_scaled(grad_out, torch.float8_e5m2, ctx.row_step)
         grad_x = scaled_mm(grad_f8, w_f8.contiguous().T, grad_scale, w_scale, torch.bfloat16, fast_accum=False)
         grad_w = scaled_mm(x_f8.T.contiguous(), grad_f8.T.contiguous().T, x_scale, grad_scale, torch.float32,
                            fast_accum=False)
-        return grad_x, grad_w
+        return grad_x, grad_w, None
 
 
 # AOTAutograd's cache skips every graph that holds a custom autograd.Function unless this is set; FP8Matmul's output
@@ -747,9 +755,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int, fp8: bool = False):
+    def __init__(self, dim: int, hidden: int, fp8: bool = False, amax_row_step: int = 1):
         super().__init__()
-        self.fp8 = fp8
+        self.fp8, self.amax_row_step = fp8, amax_row_step
         bound = uniform_init_bound(dim)
         # Both stored (dim, hidden) as in the record, so Muon's shape scale max(1, rows/cols)^0.5 is 1 for both.
         self.fc_w = nn.Parameter(torch.empty(dim, hidden).uniform_(-bound, bound))
@@ -758,15 +766,15 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not (self.fp8 and self.training):
             return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
-        hidden = F.relu(FP8Matmul.apply(x.flatten(0, -2), self.fc_w)).square()
-        return FP8Matmul.apply(hidden, self.proj_w.T).view_as(x)
+        hidden = F.relu(FP8Matmul.apply(x.flatten(0, -2), self.fc_w, self.amax_row_step)).square()
+        return FP8Matmul.apply(hidden, self.proj_w.T, self.amax_row_step).view_as(x)
 
 
 class Block(nn.Module):
     def __init__(self, args: Hyperparameters, has_attention: bool, rotary: Rotary):
         super().__init__()
         self.attn = CausalSelfAttention(args, rotary) if has_attention else None
-        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp)
+        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp, args.fp8_amax_row_step)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
         x = block_lambdas[0] * x + block_lambdas[1] * x0
@@ -963,7 +971,7 @@ def check_settings(args: Hyperparameters, world_size: int):
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
-                "num_heads", "head_dim", "mlp_ratio", "window_end"]
+                "num_heads", "head_dim", "mlp_ratio", "window_end", "fp8_amax_row_step"]
     for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
                             "muon_momentum_warmup_steps", "window_start"]:
         if getattr(args, name) < (1 if name in positive else 0):

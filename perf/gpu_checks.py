@@ -50,11 +50,14 @@ def main() -> int:
     results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
-    for name, w in [("fc_w", torch.randn(768, 3072, device="cuda") * 0.02),
-                    ("proj_w.T", (torch.randn(768, 3072, device="cuda") * 0.02).T)]:
+    sampled = tg.Hyperparameters().fp8_amax_row_step
+    for name, w, row_step in [("fc_w", torch.randn(768, 3072, device="cuda") * 0.02, 1),
+                              ("proj_w.T", (torch.randn(768, 3072, device="cuda") * 0.02).T, 1),
+                              (f"fc_w, scales from every {sampled}th row", torch.randn(768, 3072, device="cuda") * 0.02,
+                               sampled)]:
         x = torch.randn(4096, w.size(0), device="cuda", dtype=torch.bfloat16, requires_grad=True)
         w.requires_grad_(True)
-        out = tg.FP8Matmul.apply(x, w)
+        out = tg.FP8Matmul.apply(x, w, row_step)
         grad = torch.randn_like(out) * 1e-3
         out.backward(grad)
         exact_x, exact_w = x.detach().double(), w.detach().double()

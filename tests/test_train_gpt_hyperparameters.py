@@ -30,6 +30,7 @@ def test_defaults_are_the_8_gpu_record():
     assert args.window_pattern == "LSSSLSSLSSSL"
     assert (args.window_start, args.window_end) == (0, 1728)  # 1 block -> 14 blocks (1792 tokens)
     assert (args.cooldown_frac, args.final_lr_frac) == (0.55, 0.1)
+    assert args.fp8_mlp and args.fp8_amax_row_step == 16
     assert (args.muon_lr, args.muon_momentum, args.muon_momentum_start) == (0.05, 0.95, 0.85)
     assert args.muon_momentum_warmup_steps == 300
     assert args.muon_weight_decay == 0.0
@@ -175,8 +176,9 @@ def test_script_with_an_unknown_muon_variant_prints_one_error_line():
     (dict(warmup_steps=2, profile_steps=2), "--profile_steps=2 must be below --warmup_steps=2 (the first warmup "
                                             "step compiles)"),
     (dict(profile_steps=-1), "--profile_steps=-1 must be >= 0"),
+    (dict(fp8_amax_row_step=0), "--fp8_amax_row_step=0 must be positive"),
 ])
-def test_profile_steps_errors(overrides, message):
+def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
     assert str(error.value) == message

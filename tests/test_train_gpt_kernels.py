@@ -440,8 +440,9 @@ def mlp_inputs(seed, transposed_weight):
     return x, w
 
 
-def amax_scale(t, dtype):
-    return t.abs().max().float() / torch.finfo(dtype).max
+def amax_scale(t, dtype, row_step=1):
+    sample, headroom = (t[::row_step], 2) if row_step > 1 else (t, 1)
+    return sample.abs().max().float() * headroom / torch.finfo(dtype).max
 
 
 def test_float8_with_scale_from_the_max_uses_the_whole_range_and_survives_zeros():
@@ -455,20 +456,35 @@ def test_float8_with_scale_from_the_max_uses_the_whole_range_and_survives_zeros(
     assert torch.equal(zeros_f8.float(), torch.zeros(4, 4))
 
 
-@pytest.mark.parametrize("transposed_weight", [False, True])  # fc_w as stored, proj_w as proj_w.T
-def test_fp8_matmul_matches_the_float8_rounded_reference_forward_and_backward(transposed_weight):
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_scale_from_sampled_rows_has_headroom_and_saturates_an_outlier_outside_the_sample(dtype):
+    x, _ = mlp_inputs(3, False)
+    x[5, 7] = 10 * x.abs().max()  # row 5 is not among rows 0, 16, 32, ...
+    t_f8, scale = train_gpt.to_float8_scaled(x, dtype, row_step=16)
+    limit = torch.finfo(dtype).max
+    assert scale == 2 * x[::16].abs().max().float() / limit
+    assert t_f8[5, 7].float() == limit  # saturated, not NaN
+    rows = torch.arange(x.size(0)) != 5
+    assert t_f8[rows].float().abs().max() <= limit / 2 * 1.3  # the sampled maximum sits a binade below the top
+    rel = (t_f8[rows].float() * scale - x[rows].float()).norm() / x[rows].float().norm()
+    assert rel < 0.07  # relative precision as without headroom
+    assert torch.equal(train_gpt.to_float8_scaled(x, dtype, row_step=1)[1], amax_scale(x, dtype))
+
+
+@pytest.mark.parametrize("transposed_weight, row_step", [(False, 1), (True, 1), (False, 16)])  # fc_w, proj_w.T
+def test_fp8_matmul_matches_the_float8_rounded_reference_forward_and_backward(transposed_weight, row_step):
     x, w_stored = mlp_inputs(1, transposed_weight)
     x.requires_grad_(True)
     w_stored.requires_grad_(True)
     w = w_stored.T if transposed_weight else w_stored
-    out = train_gpt.FP8Matmul.apply(x, w)
-    x_s, w_s = amax_scale(x, torch.float8_e4m3fn), amax_scale(w, torch.float8_e4m3fn)
+    out = train_gpt.FP8Matmul.apply(x, w, row_step)
+    x_s, w_s = amax_scale(x, torch.float8_e4m3fn, row_step), amax_scale(w, torch.float8_e4m3fn)
     x_q, w_q = through_e4m3(x, x_s), through_e4m3(w.detach(), w_s)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out, (x_q @ w_q).bfloat16(), rtol=1e-2, atol=1e-3)
     grad = (torch.randn(out.shape, generator=torch.Generator().manual_seed(2)) * 1e-3).bfloat16()
     out.backward(grad)
-    g_q = through_e5m2(grad, amax_scale(grad, torch.float8_e5m2))
+    g_q = through_e5m2(grad, amax_scale(grad, torch.float8_e5m2, row_step))
     torch.testing.assert_close(x.grad, (g_q @ w_q.T).bfloat16(), rtol=1e-2, atol=1e-5)
     expected_w = x_q.T @ g_q
     torch.testing.assert_close(w_stored.grad, expected_w.T if transposed_weight else expected_w, rtol=1e-5, atol=1e-7)
@@ -478,7 +494,7 @@ def test_fp8_matmul_matches_the_float8_rounded_reference_forward_and_backward(tr
 
 def test_fp8_mlp_is_fp8_in_training_only_and_learns():
     torch.manual_seed(0)
-    plain, fp8 = train_gpt.MLP(DIM, 4 * DIM), train_gpt.MLP(DIM, 4 * DIM, fp8=True)
+    plain, fp8 = train_gpt.MLP(DIM, 4 * DIM), train_gpt.MLP(DIM, 4 * DIM, fp8=True, amax_row_step=16)
     with torch.no_grad():
         plain.proj_w.normal_(std=0.02)
     fp8.load_state_dict(plain.state_dict())

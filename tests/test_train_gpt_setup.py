@@ -66,7 +66,7 @@ FP8_COMPILE = """
 import torch
 import train_gpt
 x, w = torch.randn(32, 64, requires_grad=True), torch.randn(64, 48, requires_grad=True)
-f = torch.compile(lambda x, w: train_gpt.FP8Matmul.apply(x, w).float().square().sum(), dynamic=False)
+f = torch.compile(lambda x, w: train_gpt.FP8Matmul.apply(x, w, 1).float().square().sum(), dynamic=False)
 f(x, w).backward()
 print(train_gpt.compile_cache_lookups())
 """
