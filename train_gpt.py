@@ -468,7 +468,7 @@ def orthogonalize(g: Tensor, coefficients: tuple = JORDAN_COEFFICIENTS, norm_sca
     for a, b, c in coefficients:
         xxt = sym_matmul(x)
         poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
-        x = a * x + poly @ x
+        x = torch.baddbmm(x, poly, x, beta=a)  # a * x + poly @ x in the GEMM's epilogue, not a pass of its own
     return x.mT if transposed else x
 
 

@@ -320,7 +320,7 @@ def orthogonalize(g: Tensor) -> Tensor:
     for a, b, c in NS_COEFFICIENTS:
         xxt = sym_matmul(x)
         poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
-        x = a * x + poly @ x
+        x = torch.baddbmm(x, poly, x, beta=a)  # a * x + poly @ x in the GEMM's epilogue, not a pass of its own
     return (x.mT if transposed else x).view(g.shape)
 
 

@@ -1,5 +1,5 @@
-"""Shared pytest fixtures: where the repository and the shared assets live, and a torch.compile that counts its
-compilations."""
+"""Shared pytest fixtures: where the repository and the shared assets live, a torch.compile that counts its
+compilations, and the code inductor generates for a function."""
 
 import os
 
@@ -33,6 +33,19 @@ def counted_compile():
 
     torch._dynamo.reset()
     return (lambda fn: torch.compile(fn, backend=recording_backend, dynamic=False)), graphs
+
+
+@pytest.fixture
+def inductor_source():
+    """source(fn, *args): the Python code inductor generates when it compiles fn for these (CPU) inputs, e.g. to
+    check which library calls (extern_kernels.*) a graph makes and which passes it fuses."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    def source(fn, *args) -> str:
+        torch._dynamo.reset()
+        return "\n".join(run_and_get_code(torch.compile(fn, dynamic=False), *args)[1])
+    return source
 
 
 @pytest.fixture

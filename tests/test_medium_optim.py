@@ -73,6 +73,12 @@ def test_orthogonalize_gives_near_unit_singular_values(shape):
     assert torch.equal(medium.orthogonalize(g.mT), out.mT)  # tall matrices are done transposed
 
 
+def test_compiled_newton_schulz_adds_a_x_in_the_gemm(inductor_source):
+    """As track 1's: one baddbmm per iteration, no elementwise pass over the stack after each product."""
+    code = inductor_source(medium.orthogonalize, torch.randn(2, 3, 32, 64))
+    assert code.count("extern_kernels.baddbmm(") == len(medium.NS_COEFFICIENTS) == 5
+
+
 def test_orthogonalize_of_zero_is_zero():
     assert torch.equal(medium.orthogonalize(torch.zeros(8, 16)).float(), torch.zeros(8, 16))
 

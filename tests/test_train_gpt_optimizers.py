@@ -539,6 +539,13 @@ def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_
     assert len(compilations) == 1
 
 
+def test_compiled_newton_schulz_adds_a_x_in_the_gemm(inductor_source):
+    """a * x + poly @ x is one baddbmm per iteration, whose epilogue adds a * x: no elementwise pass over the stack
+    after each product (on the GPU the other two products are the symmetric Triton kernel)."""
+    code = inductor_source(train_gpt.orthogonalize, torch.randn(3, 32, 64))
+    assert code.count("extern_kernels.baddbmm(") == len(train_gpt.JORDAN_COEFFICIENTS) == 5
+
+
 @pytest.mark.parametrize("options", [{}, NORMUON], ids=["muon", "normuon"])
 def test_compiled_muon_update_matches_eager_and_compiles_once_per_shape(counted_compile, options):
     """The update the GPU run compiles, one call per same-shape group: the same parameters as eager over steps whose
