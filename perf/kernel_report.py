@@ -26,11 +26,11 @@ PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16", "targets_ptr": "*i32",
              "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
              "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
-             "inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1}
+             "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1}
 # kernel name: its launch configurations in train_gpt.py, as (constexprs, num_warps)
 CONFIGS = {
     "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
-    "softcap_ce_kernel": [(dict(BLOCK=4096, FAST_TANH=True), 8)],
+    "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
     "transpose_kernel": [(dict(BLOCK=64), 4)],
 }
 
