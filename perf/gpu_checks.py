@@ -136,7 +136,8 @@ def medium_head_checks() -> list[bool]:
     plain = medium_plain_head(xs[1], ws[1], targets)
     (fused / 8192).backward()
     (plain / 8192).backward()
-    results = [check("medium head loss vs plain", relative_error(fused, plain), 1e-5),
+    # half of the row sums' exps come from a cubic (7.5e-5 relative): each row's loss within 7.5e-5 of ~10
+    results = [check("medium head loss vs plain", relative_error(fused, plain), 2e-5),
                check("medium head grad_x vs plain", relative_error(xs[0].grad, xs[1].grad), 1e-2),
                check("medium head grad_w vs plain", relative_error(ws[0].grad, ws[1].grad), 1e-2)]
     x = F.rms_norm(torch.randn(65536, 1024, device="cuda"), (1024,)).bfloat16().requires_grad_(True)

@@ -48,18 +48,19 @@ def test_cross_entropy_kernel_converts_each_element_once_a_pass_and_stores_16_by
     assert widest_store == 16
 
 
-def test_cross_entropy_kernel_takes_two_special_function_ops_an_element_a_pass(report):
+def test_cross_entropy_kernel_takes_the_special_function_ops_it_needs(report):
     """The kernel is bound by the special-function units (a quarter of the FP32 rate): each element's capped logit
-    is one tanh.approx and its exp one ex2, in each of the two passes, plus the target's tanh: 2 x 2 x 16 + 1 a
-    thread. Through tl.sigmoid it was 3 an element a pass (exp, reciprocal, exp): 98."""
-    assert report["softcap_ce_kernel"][-2] == 2 * 2 * 16 + 1
+    is one tanh.approx in each of the two passes, its exp one ex2 in the second pass and in half of the first (the
+    other half on the FMA units), plus the target's tanh: (2 + 1.5) x 16 + 1 a thread. Through tl.sigmoid it was 3
+    an element a pass (exp, reciprocal, exp): 98."""
+    assert report["softcap_ce_kernel"][-2] == (2 + 1.5) * 16 + 1
 
 
 def test_cross_entropy_kernel_loops_wait_on_the_special_function_unit_alone(report):
-    """Its two passes over the row are two loops; an iteration (16 entries a thread) takes 32 special-function ops,
-    256 cycles of that unit a warp, and fewer instructions than that, so the unit alone bounds each loop. Before the
-    exps became ex2.approx.ftz with their constants folded, the second pass issued 360 instructions (and the first
-    202), and its arithmetic, not the unit, set its pace."""
+    """Its two passes over the row are two loops of 16 entries a thread. Each waits on the special-function unit
+    (8 cycles a warp an op) and issues fewer instructions than that: the first pass 24 ops (192 cycles; 256 with
+    all its exps on the unit), the second 32 (256). Before the exps became ex2.approx.ftz with their constants
+    folded, the second pass issued 360 instructions (and the first 202), so its arithmetic set its pace."""
     loops = report["softcap_ce_kernel"][-1]
-    assert len(loops) == 2
-    assert all(mufu == 256 and issue < mufu for issue, mufu in loops), loops
+    assert [mufu for _, mufu in loops] == [192, 256]
+    assert all(issue < mufu for issue, mufu in loops), loops
