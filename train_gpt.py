@@ -290,36 +290,73 @@ def softcap(logits: Tensor) -> Tensor:
     return 30 * torch.sigmoid(logits.float() / 7.5)
 
 
-@triton.jit
-def capped_logit(z, FAST_TANH: tl.constexpr):
-    """softcap(z) = 30 * sigmoid(z / 7.5) in fp32. FAST_TANH (the GPU): sigmoid(u) = (1 + tanh(u / 2)) / 2 by one
-    tanh.approx, one special-function op instead of an exp and a reciprocal (absolute error < 0.008 in the capped
-    logit; the kernel was bound by those ops). The exact sigmoid under Triton's interpreter, which has no inline asm."""
-    if FAST_TANH:
-        half_tanh = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (1 / 15)], dtype=tl.float32,
-                                              is_pure=True, pack=1)
-        return 15.0 + 15.0 * half_tanh
-    return 30.0 * tl.sigmoid(z * (1 / 7.5))
+CAP_LOG2 = tl.constexpr(15 * math.log2(math.e))  # exp(softcap(z)) = 2^(CAP_LOG2 * (1 + tanh(z / 15)))
+LN2 = tl.constexpr(math.log(2))
 
 
 @triton.jit
-def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_grad_s, grad_max, BLOCK: tl.constexpr,
-                      FAST_TANH: tl.constexpr):
+def tanh_of(u, ON_GPU: tl.constexpr):
+    """tanh(u) in fp32: one tanh.approx on the GPU (absolute error < 2^-10.7), exact under Triton's interpreter, which
+    has no inline asm. softcap(z) = 30 sigmoid(z / 7.5) = 15 + 15 tanh(z / 15): one special-function op an entry
+    instead of an exp and a reciprocal."""
+    if ON_GPU:
+        return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [u], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+    return 2.0 * tl.sigmoid(2.0 * u) - 1.0
+
+
+@triton.jit
+def exp2_of(x, ON_GPU: tl.constexpr):
+    """2^x in fp32: one ex2.approx.ftz on the GPU, where tl.exp2's ex2.approx adds a compare and two predicated
+    multiplies for subnormal results, which no entry here needs."""
+    if ON_GPU:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+    return tl.exp2(x)
+
+
+@triton.jit
+def exp2_on_fma(x):
+    """2^x in fp32 for |x| < 126 without the special-function unit (FlashAttention-4's trick): x = n + f, n the
+    nearest integer (rounded by adding 1.5 * 2^23), 2^f for f in [-1/2, 1/2] by a cubic (relative error 7.5e-5,
+    far below tanh.approx's), and n added to its exponent bits. 8 FMA-unit and integer instructions."""
+    shifted = x + 12582912.0
+    f = x - (shifted - 12582912.0)
+    power = ((0.055171669 * f + 0.24261115) * f + 0.69326097) * f + 0.99992806
+    return (power.to(tl.int32, bitcast=True) + (shifted.to(tl.int32, bitcast=True) << 23)).to(tl.float32,
+                                                                                                bitcast=True)
+
+
+@triton.jit
+def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_grad_s, log2_inv_grad_s, grad_max,
+                      BLOCK: tl.constexpr, ON_GPU: tl.constexpr):
+    """With t = tanh(z / 15): exp(softcap) = 2^(CAP_LOG2 (1 + t)) and d softcap / dz = 1 - t^2, so each entry costs
+    one tanh and one exp2 a pass, the constants folded into one FMA. The special-function unit bounds both passes
+    (perf/kernel_report.py counts the cycles)."""
     row = tl.program_id(0).to(tl.int64)
     row_logits, row_grad = logits_ptr + row * vocab, grad_ptr + row * vocab
-    total = tl.zeros([BLOCK], tl.float32)  # capped logits lie in (0, 30): exp() cannot overflow, no max needed
+    # softcap(z) lies in (0, 30): 2^(...) cannot overflow, no max needed. Half of each block's exps go to the FMA
+    # units, which the first pass leaves idle: it would otherwise wait on two special-function ops an entry
+    total = tl.zeros([BLOCK // 2], tl.float32)
     for start in range(0, vocab, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
-        total += tl.where(cols < vocab, tl.exp(capped_logit(z, FAST_TANH)), 0.0)
-    lse = tl.log(tl.sum(total, axis=0))
+        cols = start + tl.arange(0, BLOCK // 2)
+        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        total += tl.where(cols < vocab, exp2_of(t * CAP_LOG2 + CAP_LOG2, ON_GPU), 0.0)
+        cols += BLOCK // 2
+        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        total += tl.where(cols < vocab, exp2_on_fma(t * CAP_LOG2 + CAP_LOG2), 0.0)
+    log2_sum = tl.log2(tl.sum(total, axis=0))
     target = tl.load(targets_ptr + row)
-    tl.store(loss_ptr + row, lse - capped_logit(tl.load(row_logits + target).to(tl.float32), FAST_TANH))
+    target_t = tanh_of(tl.load(row_logits + target).to(tl.float32) * (1 / 15), ON_GPU)
+    tl.store(loss_ptr + row, (log2_sum - CAP_LOG2 * (1 + target_t)) * LN2)
+    scaled_offset = CAP_LOG2 - log2_sum + log2_inv_grad_s  # 2^(t * CAP_LOG2 + this) = softmax / grad_s
     for start in range(0, vocab, BLOCK):  # the row again, mostly from L2
         cols = start + tl.arange(0, BLOCK)
-        cap = capped_logit(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32), FAST_TANH)
-        grad = (tl.exp(cap - lse) - tl.where(cols == target, 1.0, 0.0)) * (cap * (30.0 - cap) * (1 / 225))  # d cap / dz
-        grad = tl.clamp(grad * inv_grad_s, -grad_max, grad_max)
+        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        scaled_softmax = exp2_of(t * CAP_LOG2 + scaled_offset, ON_GPU)
+        grad = (scaled_softmax - tl.where(cols == target, inv_grad_s, 0.0)) * (1.0 - t * t)
+        if grad_ptr.dtype.element_ty != tl.float8e5:  # a float8 store saturates by itself (cvt.rn.satfinite)
+            grad = tl.clamp(grad, -grad_max, grad_max)
         tl.store(row_grad + cols, grad.to(grad_ptr.dtype.element_ty), mask=cols < vocab)
 
 
@@ -344,8 +381,8 @@ def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor
     (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
     rows, vocab = logits.shape
     loss = logits.new_empty(rows, dtype=torch.float32)
-    softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, torch.finfo(torch.float8_e5m2).max,
-                               BLOCK=CE_BLOCK, FAST_TANH=logits.is_cuda, num_warps=8)
+    softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, -math.log2(grad_s),
+                               torch.finfo(torch.float8_e5m2).max, BLOCK=CE_BLOCK, ON_GPU=logits.is_cuda, num_warps=8)
     return loss
 
 

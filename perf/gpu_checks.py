@@ -4,6 +4,7 @@ symmetric matmul kernel against the plain matmuls.
 
 python perf/gpu_checks.py  ->  one line per check with the relative error, and the timings; exits 1 on a failure.
 """
+import math
 import sys
 from pathlib import Path
 
@@ -102,16 +103,21 @@ def fused_head_ce_checks() -> list[bool]:
     print(f"{'ok ' if same > 0.98 else 'BAD'} fused head CE float8 gradient: {same:.6f} of entries equal torch's cast")
     transposed = torch.equal(tg.transposed(grad_f8).view(torch.uint8), grad_f8.view(torch.uint8).T)
     print(f"{'ok ' if transposed else 'BAD'} fused head CE transposed gradient equals the gradient's transpose")
+    saturated = torch.empty(2, 8, device="cuda", dtype=torch.float8_e5m2)  # the kernel leaves the range to the cast
+    tg.softcap_ce_rows(torch.zeros(2, 8, device="cuda", dtype=torch.bfloat16),
+                       torch.tensor([3, 5], device="cuda", dtype=torch.int32), 1e-9, saturated)
+    saturates = saturated[0, 3].item() == -57344 and saturated[1, 5].item() == -57344 and saturated[0, 0].item() == 57344
+    print(f"{'ok ' if saturates else 'BAD'} fused head CE float8 gradient past e5m2's range saturates")
     rows_logits = torch.randn(49152, 50304, device="cuda", dtype=torch.bfloat16) * 3
     rows_targets = torch.randint(0, 50304, (49152,), device="cuda", dtype=torch.int32)
     loss_rows, grad_rows = torch.empty(49152, device="cuda"), torch.empty_like(rows_logits, dtype=torch.float8_e5m2)
-    for fast in (True, False):  # the proxy step's rows: the kernel's two ways of computing the capped logits
+    for fast in (True, False):  # the proxy step's rows: the kernel's two ways of computing tanh and exp2
         ms = do_bench(lambda: tg.softcap_ce_kernel[(49152,)](
-            rows_logits, rows_targets, loss_rows, grad_rows, 50304, 1 / scales[2],
-            torch.finfo(torch.float8_e5m2).max, BLOCK=tg.CE_BLOCK, FAST_TANH=fast, num_warps=8))
-        print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, {'tanh.approx' if fast else 'exact sigmoid'}: "
-              f"{ms:.2f} ms")
-    return results + [same > 0.98, transposed]
+            rows_logits, rows_targets, loss_rows, grad_rows, 50304, 1 / scales[2], -math.log2(scales[2]),
+            torch.finfo(torch.float8_e5m2).max, BLOCK=tg.CE_BLOCK, ON_GPU=fast, num_warps=8))
+        print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
+              f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
+    return results + [same > 0.98, transposed, saturates]
 
 
 def medium_plain_head(x, w, targets):
@@ -130,7 +136,8 @@ def medium_head_checks() -> list[bool]:
     plain = medium_plain_head(xs[1], ws[1], targets)
     (fused / 8192).backward()
     (plain / 8192).backward()
-    results = [check("medium head loss vs plain", relative_error(fused, plain), 1e-5),
+    # half of the row sums' exps come from a cubic (7.5e-5 relative): each row's loss within 7.5e-5 of ~10
+    results = [check("medium head loss vs plain", relative_error(fused, plain), 2e-5),
                check("medium head grad_x vs plain", relative_error(xs[0].grad, xs[1].grad), 1e-2),
                check("medium head grad_w vs plain", relative_error(ws[0].grad, ws[1].grad), 1e-2)]
     x = F.rms_norm(torch.randn(65536, 1024, device="cuda"), (1024,)).bfloat16().requires_grad_(True)

@@ -1,11 +1,15 @@
-"""Compile track 1's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
+"""Compile a track's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
 their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, how
-often each bf16 input element is converted (twice means Triton computes the block once per layout), and the
-special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh: a quarter of the FP32 rate).
+often each bf16 input element is converted (twice means Triton computes the block once per layout), the
+special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh: a quarter of the FP32 rate), and
+for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs from its scheduler (one
+instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8 clocks a warp
+instruction): the larger bounds the loop when memory does not.
 
-python perf/kernel_report.py [path/to/train_gpt.py]  ->  one line per kernel and launch configuration.
-The configurations mirror the launchers in train_gpt.py; integer arguments and pointers are taken as divisible by
-16, as Triton's JIT specialises them for the model's shapes.
+python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py]  ->  one line per kernel and
+launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror the
+launchers in the script; integer arguments and pointers are taken as divisible by 16, as Triton's JIT specialises
+them for the model's shapes.
 """
 import importlib.util
 import os
@@ -26,12 +30,19 @@ PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16", "targets_ptr": "*i32",
              "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
              "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
-             "inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1}
-# kernel name: its launch configurations in train_gpt.py, as (constexprs, num_warps)
+             "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1,
+             "row_stride": "i32"}
+# script: kernel name: its launch configurations there, as (constexprs, num_warps)
 CONFIGS = {
-    "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
-    "softcap_ce_kernel": [(dict(BLOCK=4096, FAST_TANH=True), 8)],
-    "transpose_kernel": [(dict(BLOCK=64), 4)],
+    "train_gpt.py": {
+        "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
+        "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
+        "transpose_kernel": [(dict(BLOCK=64), 4)],
+    },
+    "train_gpt_medium.py": {
+        "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
+        "softcap_ce_kernel": [(dict(BLOCK=2048, ON_GPU=True), 8)],
+    },
 }
 
 
@@ -77,6 +88,30 @@ def widest(ptx: str, op: str) -> int:
     return max(sizes, default=0)
 
 
+def loop_cycles(cubin: bytes) -> list[tuple[int, int]]:
+    """(issue, MUFU) cycles of one warp's iteration of each loop in the machine code: a loop is the code from a label
+    to a branch back to it."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kernel_report_{os.getpid()}.cubin"
+    path.write_bytes(cubin)
+    try:
+        sass = subprocess.run([str(PTXAS.parent / "nvdisasm"), "-c", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+    finally:
+        path.unlink()
+    loops, starts, body = [], {}, []
+    for line in sass.splitlines():
+        if label := re.match(r"(\.L_x_\d+):", line):
+            starts[label[1]] = len(body)
+        elif opcode := re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line):
+            body.append(opcode[1])
+            target = re.search(r"BRA `\((\.L_x_\d+)\)", line)
+            if opcode[1] == "BRA" and target and target[1] in starts:
+                loop = [op for op in body[starts[target[1]]:] if op != "NOP"]
+                if len(loop) > 1:  # not the branch-to-itself that ends every kernel's code
+                    loops.append((len(loop), 8 * loop.count("MUFU")))
+    return loops
+
+
 def report(kernel_name: str, kernel, constexprs: dict, num_warps: int) -> str:
     constexprs = {name: value for name, value in constexprs.items() if name in kernel.arg_names}
     compiled = compile_kernel(kernel, constexprs, num_warps)
@@ -87,12 +122,15 @@ def report(kernel_name: str, kernel, constexprs: dict, num_warps: int) -> str:
     settings = " ".join(f"{k}={v}" for k, v in constexprs.items())
     return (f"{kernel_name} [{settings} warps={num_warps}]: {registers} registers, {spills} B spilled, "
             f"{compiled.metadata.shared} B shared, widest load {widest(ptx, 'ld')} B / store {widest(ptx, 'st')} B, "
-            f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread")
+            f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread; loops: "
+            + (", ".join(f"{issue} issue / {mufu} MUFU cycles" for issue, mufu in loop_cycles(compiled.asm["cubin"]))
+               or "none"))
 
 
 def main(argv: list[str]) -> int:
-    script = load_script(argv[0] if argv else str(Path(__file__).resolve().parents[1] / "train_gpt.py"))
-    for name, configs in CONFIGS.items():
+    path = argv[0] if argv else str(Path(__file__).resolve().parents[1] / "train_gpt.py")
+    script = load_script(path)
+    for name, configs in CONFIGS[Path(path).name].items():
         for constexprs, num_warps in configs:
             if not hasattr(script, name):
                 print(f"{name}: not in this script")
