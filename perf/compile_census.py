@@ -1,0 +1,79 @@
+"""Which compiled graphs own a cold start's kernels. Reads the inductor cache folder of a run that started from an
+empty one (TORCHINDUCTOR_CACHE_DIR): each compiled graph's module there carries AOTAutograd's id for it (its
+order, and forward, backward or inference) and defines the kernels it launches with their sources. A cold start
+compiles each distinct source once, so a graph costs compile time for the sources that no graph before it had.
+
+python perf/compile_census.py CACHE_DIR  ->  one line per graph: its kernels by kind (Triton pointwise, reduction,
+persistent reduction, template; C++ on the CPU), then how many of them are new, and the totals. Session 11's
+cold start compiled 366 Triton kernels for track 1 and waited ~100 s on them: this says which graphs they are.
+"""
+import re
+import sys
+from pathlib import Path
+
+AOT_ID = re.compile(r"^# AOT ID: \['(\w+)'\]", re.MULTILINE)
+# a kernel's definition in a graph module: its name, then its source as the call's one raw triple-quoted string
+KERNEL = re.compile(r"^(\w+) = async_compile\.\w+\(.*?'''(.*?)'''", re.MULTILINE | re.DOTALL)
+KINDS = ("triton_poi", "triton_red", "triton_per", "triton_tem", "cpp")
+
+
+def graph_modules(cache_dir: Path) -> dict[str, dict[str, str]]:
+    """AOTAutograd id -> {kernel name: source} for every graph module under cache_dir, in compile order (the id's
+    leading number; forward before backward)."""
+    graphs = {}
+    for path in cache_dir.rglob("*.py"):
+        text = path.read_text(errors="replace")
+        match = AOT_ID.search(text)
+        if match:  # kernel sources and other files have no id
+            graph_id = match.group(1)
+            while graph_id in graphs:  # processes sharing the folder (torchrun's ranks) number their graphs alike
+                graph_id += "'"
+            graphs[graph_id] = dict(KERNEL.findall(text))
+
+    def compile_order(graph_id: str) -> tuple[int, int, str]:
+        number, _, role = graph_id.partition("_")
+        role_order = {"forward": 0, "inference": 0, "backward": 1}.get(role.rstrip("'"), 2)
+        return int(number) if number.isdigit() else 1 << 30, role_order, graph_id
+
+    return dict(sorted(graphs.items(), key=lambda item: compile_order(item[0])))
+
+
+def kind(name: str) -> str:
+    return next((k for k in KINDS if name.startswith(k)), "other")
+
+
+def census(graphs: dict[str, dict[str, str]]) -> list[dict]:
+    """Per graph: its id, its kernels by kind, and how many sources no earlier graph (nor itself before) had."""
+    seen, rows = set(), []
+    for graph_id, kernels in graphs.items():
+        counts = {k: 0 for k in (*KINDS, "other")}
+        new = 0
+        for name, source in kernels.items():
+            counts[kind(name)] += 1
+            new += source not in seen
+            seen.add(source)
+        rows.append(dict(graph=graph_id, kernels=len(kernels), new=new, **counts))
+    return rows
+
+
+def main() -> int:
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        print("usage: python perf/compile_census.py CACHE_DIR (a TORCHINDUCTOR_CACHE_DIR filled from empty)",
+              file=sys.stderr)
+        return 2
+    rows = census(graph_modules(Path(sys.argv[1])))
+    if not rows:
+        print(f"error: no compiled graph modules under {sys.argv[1]}; was TORCHINDUCTOR_CACHE_DIR set to it, "
+              "and empty, when the run started?", file=sys.stderr)
+        return 1
+    columns = ["graph", "kernels", "new", *KINDS, "other"]
+    print("  ".join(f"{c:>12}" for c in columns))
+    for row in rows:
+        print("  ".join(f"{row[c]:>12}" for c in columns))
+    print(f"{len(rows)} graphs, {sum(r['kernels'] for r in rows)} kernels, {sum(r['new'] for r in rows)} distinct "
+          "sources (compiled once each)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

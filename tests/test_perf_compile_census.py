@@ -1,0 +1,87 @@
+"""perf/compile_census.py: which compiled graphs own a cold start's kernels, read from an inductor cache folder.
+Checked on hand-written graph modules (kinds, sources shared between graphs, compile order, ranks sharing the
+folder) and on the folder of a real compile in a subprocess (training and inference of a small function), so a
+torch whose generated modules no longer carry the ids or kernel definitions fails here, not on the device."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def census_module(repo_root):
+    spec = importlib.util.spec_from_file_location("compile_census", repo_root / "perf" / "compile_census.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_graph(folder, file_name, graph_id, kernels):
+    """A graph module as inductor writes one: its AOT id, then each kernel's name and source."""
+    lines = [f"# AOT ID: ['{graph_id}']", "from torch._inductor.async_compile import AsyncCompile",
+             "async_compile = AsyncCompile()", ""]
+    for name, body in kernels:
+        lines += [f"{name} = async_compile.triton('{name}', '''", "import triton", f"def {name}():",
+                  f"    {body}", "''', device_str='cuda')", ""]
+    (folder / file_name[:2]).mkdir(exist_ok=True)
+    (folder / file_name[:2] / f"{file_name}.py").write_text("\n".join(lines))
+
+
+def test_census_counts_kinds_and_sources_new_in_compile_order(tmp_path, census_module):
+    write_graph(tmp_path, "bbackward", "0_backward", [("triton_red_fused_sum_0", "a"), ("triton_poi_fused_mul_1", "b")])
+    write_graph(tmp_path, "aforward", "0_forward", [("triton_poi_fused_mul_1", "b"), ("triton_per_fused_norm_0", "c"),
+                                                    ("triton_tem_fused_flex_2", "d")])
+    write_graph(tmp_path, "cinference", "1_inference", [("triton_poi_fused_mul_1", "b"), ("triton_poi_add_0", "e")])
+    (tmp_path / "kernel_source.py").write_text("import triton\n")  # a kernel's own file: no AOT id, not a graph
+    rows = census_module.census(census_module.graph_modules(tmp_path))
+    assert [r["graph"] for r in rows] == ["0_forward", "0_backward", "1_inference"]
+    forward, backward, inference = rows
+    assert (forward["kernels"], forward["new"], forward["triton_poi"], forward["triton_per"],
+            forward["triton_tem"]) == (3, 3, 1, 1, 1)
+    assert (backward["kernels"], backward["new"], backward["triton_red"]) == (2, 1, 1)  # the mul kernel was compiled
+    assert (inference["kernels"], inference["new"], inference["triton_poi"]) == (2, 1, 2)
+
+
+def test_graphs_of_processes_sharing_the_folder_are_all_counted(tmp_path, census_module):
+    write_graph(tmp_path, "arank0", "0_forward", [("triton_poi_fused_0", "x")])
+    write_graph(tmp_path, "brank1", "0_forward", [("triton_poi_fused_0", "y")])
+    rows = census_module.census(census_module.graph_modules(tmp_path))
+    assert [r["graph"] for r in rows] == ["0_forward", "0_forward'"]
+    assert sum(r["new"] for r in rows) == 2
+
+
+def test_a_real_compile_folder_is_read(tmp_path, repo_root):
+    """A small function compiled for training, then for inference, in a fresh process with an empty cache folder:
+    three graphs, each with its own (C++ on this machine) kernel; the report's last line totals them."""
+    script = textwrap.dedent("""
+        import torch
+        def f(x, w):
+            return torch.relu(x @ w).square().sum(-1).softmax(0)
+        g = torch.compile(f)
+        x, w = torch.randn(64, 32, requires_grad=True), torch.randn(32, 16, requires_grad=True)
+        g(x, w).sum().backward()
+        with torch.no_grad():
+            g(torch.randn(128, 32), w)
+    """)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
+    result = subprocess.run([sys.executable, "perf/compile_census.py", str(tmp_path / "inductor")], cwd=repo_root,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    graphs = [line.split()[0] for line in lines[1:-1]]
+    assert graphs == ["0_forward", "0_backward", "1_inference"], result.stdout
+    assert all(int(line.split()[1]) >= 1 for line in lines[1:-1]), result.stdout
+    assert lines[-1].startswith("3 graphs, "), result.stdout
+
+
+def test_an_empty_or_missing_folder_is_one_clear_line(tmp_path, repo_root):
+    for folder, code in ((tmp_path, 1), (tmp_path / "missing", 2)):
+        result = subprocess.run([sys.executable, "perf/compile_census.py", str(folder)], cwd=repo_root,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == code
+        assert len(result.stderr.strip().splitlines()) == 1
