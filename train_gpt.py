@@ -306,6 +306,12 @@ def tanh_of(u, ON_GPU: tl.constexpr):
 
 
 @triton.jit
+def tanh_of_block(row_logits, cols, vocab, ON_GPU: tl.constexpr):
+    """t = tanh(z / 15) of one row's logits z at cols (z = 0 past the vocabulary): softcap(z) = 15 + 15 t."""
+    return tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+
+
+@triton.jit
 def exp2_of(x, ON_GPU: tl.constexpr):
     """2^x in fp32: one ex2.approx.ftz on the GPU, where tl.exp2's ex2.approx adds a compare and two predicated
     multiplies for subnormal results, which no entry here needs."""
@@ -340,10 +346,10 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
     total = tl.zeros([BLOCK // 2], tl.float32)
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK // 2)
-        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        t = tanh_of_block(row_logits, cols, vocab, ON_GPU)
         total += tl.where(cols < vocab, exp2_of(t * CAP_LOG2 + CAP_LOG2, ON_GPU), 0.0)
         cols += BLOCK // 2
-        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        t = tanh_of_block(row_logits, cols, vocab, ON_GPU)
         total += tl.where(cols < vocab, exp2_on_fma(t * CAP_LOG2 + CAP_LOG2), 0.0)
     log2_sum = tl.log2(tl.sum(total, axis=0))
     target = tl.load(targets_ptr + row)
@@ -352,7 +358,7 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
     scaled_offset = CAP_LOG2 - log2_sum + log2_inv_grad_s  # 2^(t * CAP_LOG2 + this) = softmax / grad_s
     for start in range(0, vocab, BLOCK):  # the row again, mostly from L2
         cols = start + tl.arange(0, BLOCK)
-        t = tanh_of(tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32) * (1 / 15), ON_GPU)
+        t = tanh_of_block(row_logits, cols, vocab, ON_GPU)
         scaled_softmax = exp2_of(t * CAP_LOG2 + scaled_offset, ON_GPU)
         grad = (scaled_softmax - tl.where(cols == target, inv_grad_s, 0.0)) * (1.0 - t * t)
         if grad_ptr.dtype.element_ty != tl.float8e5:  # a float8 store saturates by itself (cvt.rn.satfinite)

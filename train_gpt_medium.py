@@ -191,6 +191,12 @@ LN2 = tl.constexpr(math.log(2))
 
 
 @triton.jit
+def capped_log2(z):
+    """softcap(z) in base 2: log2(exp(15 z / sqrt(z^2 + 225)))."""
+    return z * tl.rsqrt(z * z + 225.0) * ISRU_LOG2
+
+
+@triton.jit
 def exp2_of(x, ON_GPU: tl.constexpr):
     """2^x in fp32: one ex2.approx.ftz on the GPU, where tl.exp's ex2.approx adds a compare and two predicated
     multiplies for subnormal results, which no entry here needs; tl.exp2 under Triton's interpreter (no inline asm)."""
@@ -225,14 +231,14 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOC
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK // 2)
         z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
-        total += tl.where(cols < vocab, exp2_of(z * tl.rsqrt(z * z + 225.0) * ISRU_LOG2, ON_GPU), 0.0)
+        total += tl.where(cols < vocab, exp2_of(capped_log2(z), ON_GPU), 0.0)
         cols += BLOCK // 2
         z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
-        total += tl.where(cols < vocab, exp2_on_fma(z * tl.rsqrt(z * z + 225.0) * ISRU_LOG2), 0.0)
+        total += tl.where(cols < vocab, exp2_on_fma(capped_log2(z)), 0.0)
     log2_sum = tl.log2(tl.sum(total, axis=0))
     target = tl.load(targets_ptr + row)
     z_target = tl.load(row_logits + target).to(tl.float32)
-    tl.store(loss_ptr + row, (log2_sum - z_target * tl.rsqrt(z_target * z_target + 225.0) * ISRU_LOG2) * LN2)
+    tl.store(loss_ptr + row, (log2_sum - capped_log2(z_target)) * LN2)
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         z = tl.load(row_logits + cols, mask=cols < vocab, other=0.0).to(tl.float32)
