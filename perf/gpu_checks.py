@@ -82,8 +82,12 @@ def fp8_mlp_checks() -> list[bool]:
     scales = (torch.tensor(2.0 ** -5, device="cuda"), torch.tensor(2.0 ** -18, device="cuda"))
     kernel, torch_path = tg.fp8_relu_square_grads(h, grad_a, *scales), tg.relu_square_grads_torch(h, grad_a, *scales)
     for name, ours, theirs in zip(["a_t (e4m3)", "grad_h (e5m2)", "grad_h_t (e5m2)"], kernel, torch_path):
-        unequal = (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean().item()
-        results.append(check(f"relu-square kernel {name} bytes unequal to torch's cast", unequal, 1e-4))
+        differs = ours.view(torch.uint8) != theirs.view(torch.uint8)
+        results.append(check(f"relu-square kernel {name} bytes unequal to torch's cast", differs.float().mean().item(),
+                             1e-4))
+        if differs.any():
+            at = tuple(differs.nonzero()[0].tolist())
+            print(f"    first at {at}: {ours[at].float().item()} vs {theirs[at].float().item()}")
     # the next values below the largest are 416 and 49152: anything but saturation fails
     results.append(check("relu-square kernel saturates: 448 - a_t[0, 0]", 448 - kernel[0][0, 0].float().item(), 0.5))
     results.append(check("relu-square kernel saturates: 57344 - grad_h[0, 0]", 57344 - kernel[1][0, 0].float().item(),
