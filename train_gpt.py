@@ -255,28 +255,47 @@ def to_float8_scaled(t: Tensor, dtype: torch.dtype, row_step: int = 1) -> tuple[
     return to_float8(t, scale, dtype), scale
 
 
+@triton.jit
+def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
+    """dst (cols x rows) = src (rows x cols).T, a square block per program: loads and stores both coalesced
+    (Triton swaps the block's layout through shared memory)."""
+    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    local = tl.arange(0, BLOCK)
+    mask = (first_row + local < rows)[:, None] & (first_col + local < cols)[None, :]
+    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
+                    mask=mask)
+    tl.store(dst_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
+             tl.trans(block), mask=tl.trans(mask))
+
+
+def transposed(t: Tensor) -> Tensor:
+    """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
+    rows, cols = t.shape
+    out, block = t.new_empty(cols, rows), 64
+    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
+    return out
+
+
 def relu_square_grad(h: Tensor, grad_a: Tensor) -> Tensor:
     """The gradient of h for a = relu(h)^2, in fp32."""
     return 2 * F.relu(h.float()) * grad_a.float()
 
 
 @triton.jit
-def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, grad_h_t_ptr,
-                             rows, cols, a_max, grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, rows, cols, a_max,
+                             grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
     """One block of h (tokens x hidden) and of a = relu(h)^2's gradient to a / a_scale transposed and h's gradient /
-    grad_scale in both layouts, each clamped to its format's range; Triton swaps the transposed stores' layout
-    through shared memory, so every load and store is coalesced."""
+    grad_scale, each clamped to its format's range; Triton swaps the transposed store's layout through shared memory,
+    so every load and store is coalesced. h's gradient is not also stored transposed from here: on the H200 (Triton
+    3.6) a block stored in both layouts came out wrong in its transposed copy (22% of the bytes, some NaN)."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
     at, at_t = r.to(tl.int64)[:, None] * cols + c[None, :], c.to(tl.int64)[:, None] * rows + r[None, :]
     relu = tl.maximum(tl.load(h_ptr + at, mask=mask, other=0.0).to(tl.float32), 0.0)
     grad = tl.load(grad_a_ptr + at, mask=mask, other=0.0).to(tl.float32) * (relu * 2.0) / tl.load(grad_scale_ptr)
-    grad = tl.clamp(grad, -grad_max, grad_max)
+    tl.store(grad_h_ptr + at, tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty), mask=mask)
     a = tl.minimum(relu * relu / tl.load(a_scale_ptr), a_max)
-    tl.store(grad_h_ptr + at, grad.to(grad_h_ptr.dtype.element_ty), mask=mask)
-    # each transposed in fp32, then cast: a float8 block used by two stores came out wrong in its transpose (H200)
-    tl.store(grad_h_t_ptr + at_t, tl.trans(grad).to(grad_h_t_ptr.dtype.element_ty), mask=tl.trans(mask))
     tl.store(a_t_ptr + at_t, tl.trans(a).to(a_t_ptr.dtype.element_ty), mask=tl.trans(mask))
 
 
@@ -284,13 +303,13 @@ RELU_SQUARE_LAUNCH = (64, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps: perf/mlp
 
 
 def relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor, grad_h: Tensor,
-                      grad_h_t: Tensor, launch: tuple = RELU_SQUARE_LAUNCH):
-    """Fills a_t, grad_h and grad_h_t by relu_square_grads_kernel (float8 in training; any float dtype, for tests
-    under Triton's interpreter, whose float8 casts misround)."""
+                      launch: tuple = RELU_SQUARE_LAUNCH):
+    """Fills a_t and grad_h by relu_square_grads_kernel (float8 in training; any float dtype, for tests under Triton's
+    interpreter, whose float8 casts misround)."""
     rows, cols = h.shape
     block_rows, block_cols, num_warps = launch
     grid = (triton.cdiv(rows, block_rows), triton.cdiv(cols, block_cols))
-    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t, rows, cols,
+    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, rows, cols,
                                    torch.finfo(torch.float8_e4m3fn).max, torch.finfo(torch.float8_e5m2).max,
                                    BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=num_warps)
 
@@ -299,15 +318,14 @@ def relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Te
 def fp8_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
                                                                                                     Tensor]:
     """For a = relu(h)^2 (h: tokens x hidden): a / a_scale in e4m3, transposed, and h's gradient / grad_scale in
-    e5m2, row-major and transposed, all saturating. One pass over h and the gradient on the GPU (inductor's fused
-    kernel ran at ~2.1 TB/s), torch elsewhere."""
+    e5m2, row-major and transposed, all saturating. On the GPU one pass over h and the gradient (inductor's fused
+    kernel ran at ~2.1 TB/s), then the transpose kernel; torch elsewhere."""
     if not h.is_cuda:
         return relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
     rows, cols = h.shape
-    outputs = (h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2),
-               h.new_empty(cols, rows, dtype=torch.float8_e5m2))
-    relu_square_grads(h, grad_a, a_scale, grad_scale, *outputs)
-    return outputs
+    a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
+    relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h)
+    return a_t, grad_h, transposed(grad_h)
 
 
 def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
@@ -453,19 +471,6 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
         tl.store(row_grad + cols, grad.to(grad_ptr.dtype.element_ty), mask=cols < vocab)
 
 
-@triton.jit
-def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
-    """dst (cols x rows) = src (rows x cols).T, a square block per program: loads and stores both coalesced
-    (Triton swaps the block's layout through shared memory)."""
-    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
-    local = tl.arange(0, BLOCK)
-    mask = (first_row + local < rows)[:, None] & (first_col + local < cols)[None, :]
-    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
-                    mask=mask)
-    tl.store(dst_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
-             tl.trans(block), mask=tl.trans(mask))
-
-
 CE_BLOCK = 4096  # 16 elements a thread: 16-byte float8 stores, 40 registers (sm_90)
 
 
@@ -477,14 +482,6 @@ def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor
     softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, -math.log2(grad_s),
                                torch.finfo(torch.float8_e5m2).max, BLOCK=CE_BLOCK, ON_GPU=logits.is_cuda, num_warps=8)
     return loss
-
-
-def transposed(t: Tensor) -> Tensor:
-    """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
-    rows, cols = t.shape
-    out, block = t.new_empty(cols, rows), 64
-    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
-    return out
 
 
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())

@@ -1,8 +1,8 @@
 """Microseconds of the FP8 MLP backward's pass over the hidden activations (train_gpt.py's fp8_relu_square_grads:
-h and the gradient of relu(h)^2 in, three float8 tensors out, two of them transposed) for a grid of launch
-configurations of its Triton kernel, against inductor's kernel for the same torch ops (the one training used before
-the kernel), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and whether its bytes equal
-inductor's (run on a GPU).
+h and the gradient of relu(h)^2 in, three float8 tensors out, two of them transposed: its Triton kernel, then the
+transpose kernel) for a grid of launch configurations of the first kernel, against inductor's kernel for the same
+torch ops (the one training used before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and
+whether its bytes equal those of the torch ops run eagerly (run on a GPU).
 
 python perf/mlp_bench.py  ->  one line per configuration, then the script's and the best.
 --tiny runs a small shape and two configurations on the CPU, the kernel under Triton's interpreter and the torch
@@ -42,12 +42,21 @@ def timed_us(run, tiny: bool) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
-def kernel_run(args, outputs, launch):
-    return lambda: train_gpt.relu_square_grads(*args, *outputs, launch=launch)
+def kernel_run(args, launch):
+    """The op's GPU path with the kernel's launch configuration (float32 outputs under the interpreter)."""
+    h = args[0]
+    dtypes = (torch.float32,) * 2 if not h.is_cuda else (torch.float8_e4m3fn, torch.float8_e5m2)
+
+    def run():
+        a_t, grad_h = h.new_empty(h.T.shape, dtype=dtypes[0]), h.new_empty(h.shape, dtype=dtypes[1])
+        train_gpt.relu_square_grads(*args, a_t, grad_h, launch=launch)
+        return a_t, grad_h, train_gpt.transposed(grad_h)
+    return run
 
 
 def equal_share(ours, theirs) -> float:
-    """Fraction of the three outputs' bytes that equal the reference's."""
+    """Fraction of the three outputs' bytes that equal the reference's (eager torch: inductor's compiled kernel gave
+    the same wrong transposed copy as a first version of ours)."""
     same = sum((a.view(torch.uint8) == b.view(torch.uint8)).sum().item() for a, b in zip(ours, theirs))
     return same / sum(t.numel() for t in theirs)
 
@@ -59,16 +68,17 @@ def main(argv: list[str]) -> int:
     args = inputs(rows, cols, device)
     torch_path = train_gpt.relu_square_grads_torch
     reference = torch_path if tiny else torch.compile(torch_path, dynamic=False)
-    expected = reference(*args)
+    expected = torch_path(*args)
     gigabytes = (2 * 2 + 3 * 1) * rows * cols / 1e9  # bf16 h and gradient read, three float8 tensors written
     inductor_us = timed_us(lambda: reference(*args), tiny)
-    print(f"inductor: {inductor_us:.1f} us, {gigabytes / inductor_us * 1e3:.2f} TB/s")
+    same = float("nan") if tiny else equal_share(reference(*args), expected)
+    print(f"inductor: {inductor_us:.1f} us, {gigabytes / inductor_us * 1e3:.2f} TB/s, {same:.6f} of the bytes equal "
+          "torch's")
     times = {}
     for launch in (TINY_CONFIGS if tiny else CONFIGS):
-        outputs = tuple(torch.empty_like(t) for t in expected)
-        run = kernel_run(args, outputs, launch)
+        run = kernel_run(args, launch)
         try:
-            run()
+            outputs = run()
         except Exception as error:  # out of shared memory or registers for this block shape
             print(f"{launch}: {type(error).__name__}")
             continue
@@ -76,7 +86,7 @@ def main(argv: list[str]) -> int:
         same = float("nan") if tiny else equal_share(outputs, expected)
         times[launch] = timed_us(run, tiny)
         print(f"{launch}: {times[launch]:.1f} us, {gigabytes / times[launch] * 1e3:.2f} TB/s, "
-              f"{same:.6f} of the bytes equal inductor's")
+              f"{same:.6f} of the bytes equal torch's")
     best = min(times, key=times.get)
     script = train_gpt.RELU_SQUARE_LAUNCH
     print(f"{rows}x{cols}: inductor {inductor_us:.1f} us, script {script} {times.get(script, float('nan')):.1f} us, "
