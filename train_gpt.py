@@ -239,42 +239,147 @@ def _fp8_mm_grad(ctx, grad_out, *_):
 fp8_mm.register_autograd(_fp8_mm_grad, setup_context=_fp8_mm_setup_context)
 
 
-def to_float8_scaled(t: Tensor, dtype: torch.dtype, row_step: int = 1) -> tuple[Tensor, Tensor]:
-    """t in float8 with one scale (a 0-d tensor) that maps its largest magnitude to the format's largest value.
-    With row_step > 1 the largest magnitude is read from every row_step-th row only and doubled: a pass over
+def float8_scale(sampled_rows: Tensor, dtype: torch.dtype, row_step: int) -> Tensor:
+    """The scale (a 0-d tensor) that maps a tensor's largest magnitude to the format's largest value, from every
+    row_step-th row of the tensor (sampled_rows). With row_step > 1 the sample's maximum is doubled: a pass over
     1/row_step of a (tokens x 3072) activation or gradient instead of all of it; an entry past the doubled sample
     maximum saturates. Float8's relative precision does not depend on the scale, so the headroom costs one binade
     at the bottom of the range."""
-    sample, headroom = (t.detach()[::row_step], 2.0) if row_step > 1 else (t.detach(), 1.0)
-    scale = sample.abs().amax().float().clamp_min(1e-30) * headroom / torch.finfo(dtype).max
+    headroom = 2.0 if row_step > 1 else 1.0
+    return sampled_rows.detach().abs().amax().float().clamp_min(1e-30) * headroom / torch.finfo(dtype).max
+
+
+def to_float8_scaled(t: Tensor, dtype: torch.dtype, row_step: int = 1) -> tuple[Tensor, Tensor]:
+    """t in float8 and its scale (float8_scale of every row_step-th row)."""
+    scale = float8_scale(t[::row_step], dtype, row_step)
     return to_float8(t, scale, dtype), scale
 
 
-class FP8Matmul(torch.autograd.Function):
-    """x @ w (x: tokens x in, w: in x out) on the FP8 tensor cores with scales taken from the tensors themselves:
-    e4m3 operands forward, an e5m2 gradient backward. Plain autograd traced by torch.compile, so the scaling and
-    the casts fuse with the neighbouring elementwise work (--fp8_mlp; later records quantise the up projection's
-    forward only). The scales of x and of the gradient sample every row_step-th row (to_float8_scaled)."""
+@triton.jit
+def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
+    """dst (cols x rows) = src (rows x cols).T, a square block per program: loads and stores both coalesced
+    (Triton swaps the block's layout through shared memory)."""
+    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    local = tl.arange(0, BLOCK)
+    mask = (first_row + local < rows)[:, None] & (first_col + local < cols)[None, :]
+    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
+                    mask=mask)
+    tl.store(dst_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
+             tl.trans(block), mask=tl.trans(mask))
+
+
+def transposed(t: Tensor) -> Tensor:
+    """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
+    rows, cols = t.shape
+    out, block = t.new_empty(cols, rows), 64
+    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
+    return out
+
+
+def relu_square_grad(h: Tensor, grad_a: Tensor) -> Tensor:
+    """The gradient of h for a = relu(h)^2, in fp32."""
+    return 2 * F.relu(h.float()) * grad_a.float()
+
+
+@triton.jit
+def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, rows, cols, a_max,
+                             grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """One block of h (tokens x hidden) and of a = relu(h)^2's gradient to a / a_scale transposed and h's gradient /
+    grad_scale, each clamped to its format's range; Triton swaps the transposed store's layout through shared memory,
+    so every load and store is coalesced. h's gradient is not also stored transposed from here: on the H200 (Triton
+    3.6) a block stored in both layouts came out wrong in its transposed copy (22% of the bytes, some NaN)."""
+    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    mask = (r < rows)[:, None] & (c < cols)[None, :]
+    at, at_t = r.to(tl.int64)[:, None] * cols + c[None, :], c.to(tl.int64)[:, None] * rows + r[None, :]
+    relu = tl.maximum(tl.load(h_ptr + at, mask=mask, other=0.0).to(tl.float32), 0.0)
+    grad = tl.load(grad_a_ptr + at, mask=mask, other=0.0).to(tl.float32) * (relu * 2.0) / tl.load(grad_scale_ptr)
+    tl.store(grad_h_ptr + at, tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty), mask=mask)
+    a = tl.minimum(relu * relu / tl.load(a_scale_ptr), a_max)
+    tl.store(a_t_ptr + at_t, tl.trans(a).to(a_t_ptr.dtype.element_ty), mask=tl.trans(mask))
+
+
+RELU_SQUARE_LAUNCH = (64, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps: perf/mlp_bench.py times the others
+
+
+def relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor, grad_h: Tensor,
+                      launch: tuple = RELU_SQUARE_LAUNCH):
+    """Fills a_t and grad_h by relu_square_grads_kernel (float8 in training; any float dtype, for tests under Triton's
+    interpreter, whose float8 casts misround)."""
+    rows, cols = h.shape
+    block_rows, block_cols, num_warps = launch
+    grid = (triton.cdiv(rows, block_rows), triton.cdiv(cols, block_cols))
+    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, rows, cols,
+                                   torch.finfo(torch.float8_e4m3fn).max, torch.finfo(torch.float8_e5m2).max,
+                                   BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=num_warps)
+
+
+@torch.library.custom_op("nanogpt::fp8_relu_square_grads", mutates_args=())
+def fp8_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
+                                                                                                    Tensor]:
+    """For a = relu(h)^2 (h: tokens x hidden): a / a_scale in e4m3, transposed, and h's gradient / grad_scale in
+    e5m2, row-major and transposed, all saturating. On the GPU one pass over h and the gradient (inductor's fused
+    kernel ran at ~2.1 TB/s), then the transpose kernel; torch elsewhere."""
+    if not h.is_cuda:
+        return relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
+    rows, cols = h.shape
+    a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
+    relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h)
+    return a_t, grad_h, transposed(grad_h)
+
+
+def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
+                                                                                                      Tensor]:
+    """fp8_relu_square_grads in torch ops (on the CPU; perf/mlp_bench.py compiles it to the kernel inductor made)."""
+    grad_h = to_float8(relu_square_grad(h, grad_a), grad_scale, torch.float8_e5m2)
+    a = to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
+    return a.T.contiguous(), grad_h, grad_h.T.contiguous()
+
+
+@fp8_relu_square_grads.register_fake
+def _(h, grad_a, a_scale, grad_scale):
+    rows, cols = h.shape
+    return (h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2),
+            h.new_empty(cols, rows, dtype=torch.float8_e5m2))
+
+
+class FP8MLP(torch.autograd.Function):
+    """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim; fc_w, proj_w: dim x hidden) on the FP8 tensor cores with scales
+    taken from the tensors themselves: e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records
+    quantise the up projection's forward only). Plain autograd traced by torch.compile, so the scaling and the
+    casts fuse with the neighbouring elementwise work, except the backward's pass over the hidden activations:
+    fp8_relu_square_grads. Activation and gradient scales sample every row_step-th row (float8_scale)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor, row_step: int) -> Tensor:
+    def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
-        w_f8, w_scale = to_float8_scaled(w, torch.float8_e4m3fn)
-        ctx.save_for_backward(x_f8, w_f8, x_scale, w_scale)  # the tensor cores take row-major A, column-major B
+        fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
+        proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
+        # the tensor cores take a row-major A and a column-major B
+        h = scaled_mm(x_f8, fc_f8.T.contiguous().T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
+        a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)  # as the backward
+        ctx.save_for_backward(x_f8, fc_f8, proj_f8, h, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
-        return scaled_mm(x_f8, w_f8.T.contiguous().T, x_scale, w_scale, torch.bfloat16, fast_accum=True)
+        return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None]:
-        x_f8, w_f8, x_scale, w_scale = ctx.saved_tensors
-        grad_f8, grad_scale = to_float8_scaled(grad_out, torch.float8_e5m2, ctx.row_step)
-        grad_x = scaled_mm(grad_f8, w_f8.contiguous().T, grad_scale, w_scale, torch.bfloat16, fast_accum=False)
-        grad_w = scaled_mm(x_f8.T.contiguous(), grad_f8.T.contiguous().T, x_scale, grad_scale, torch.float32,
+    def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+        x_f8, fc_f8, proj_f8, h, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
+        step = ctx.row_step
+        grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
+        grad_a = scaled_mm(grad_y_f8, proj_f8.T.contiguous().T, grad_y_scale, proj_scale, torch.bfloat16,
                            fast_accum=False)
-        return grad_x, grad_w, None
+        grad_h_scale = float8_scale(relu_square_grad(h[::step], grad_a[::step]), torch.float8_e5m2, step)
+        a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(h, grad_a, a_scale, grad_h_scale)
+        grad_proj = scaled_mm(grad_y_f8.T.contiguous(), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
+                              fast_accum=False)
+        grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,
+                            fast_accum=False)
+        grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=False)
+        return grad_x, grad_fc, grad_proj, None
 
 
-# AOTAutograd's cache skips every graph that holds a custom autograd.Function unless this is set; FP8Matmul's output
+# AOTAutograd's cache skips every graph that holds a custom autograd.Function unless this is set; FP8MLP's output
 # depends on its inputs only, so its graphs are safe to reuse. Without it each start, warm ones too, retraced and
 # re-partitioned the model (on the CPU, a tiny model's warm first step: 16-18 s without, 7 s with)
 functorch_config.autograd_cache_allow_custom_autograd_functions = True
@@ -366,19 +471,6 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
         tl.store(row_grad + cols, grad.to(grad_ptr.dtype.element_ty), mask=cols < vocab)
 
 
-@triton.jit
-def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
-    """dst (cols x rows) = src (rows x cols).T, a square block per program: loads and stores both coalesced
-    (Triton swaps the block's layout through shared memory)."""
-    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
-    local = tl.arange(0, BLOCK)
-    mask = (first_row + local < rows)[:, None] & (first_col + local < cols)[None, :]
-    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
-                    mask=mask)
-    tl.store(dst_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
-             tl.trans(block), mask=tl.trans(mask))
-
-
 CE_BLOCK = 4096  # 16 elements a thread: 16-byte float8 stores, 40 registers (sm_90)
 
 
@@ -390,14 +482,6 @@ def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor
     softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, -math.log2(grad_s),
                                torch.finfo(torch.float8_e5m2).max, BLOCK=CE_BLOCK, ON_GPU=logits.is_cuda, num_warps=8)
     return loss
-
-
-def transposed(t: Tensor) -> Tensor:
-    """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
-    rows, cols = t.shape
-    out, block = t.new_empty(cols, rows), 64
-    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
-    return out
 
 
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
@@ -809,8 +893,7 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not (self.fp8 and self.training):
             return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
-        hidden = F.relu(FP8Matmul.apply(x.flatten(0, -2), self.fc_w, self.amax_row_step)).square()
-        return FP8Matmul.apply(hidden, self.proj_w.T, self.amax_row_step).view_as(x)
+        return FP8MLP.apply(x.flatten(0, -2), self.fc_w, self.proj_w, self.amax_row_step).view_as(x)
 
 
 class Block(nn.Module):

@@ -51,25 +51,48 @@ def main() -> int:
     results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
-    sampled = tg.Hyperparameters().fp8_amax_row_step
-    for name, w, row_step in [("fc_w", torch.randn(768, 3072, device="cuda") * 0.02, 1),
-                              ("proj_w.T", (torch.randn(768, 3072, device="cuda") * 0.02).T, 1),
-                              (f"fc_w, scales from every {sampled}th row", torch.randn(768, 3072, device="cuda") * 0.02,
-                               sampled)]:
-        x = torch.randn(4096, w.size(0), device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        w.requires_grad_(True)
-        out = tg.FP8Matmul.apply(x, w, row_step)
-        grad = torch.randn_like(out) * 1e-3
-        out.backward(grad)
-        exact_x, exact_w = x.detach().double(), w.detach().double()
-        results.append(check(f"FP8Matmul {name} forward vs exact", relative_error(out, exact_x @ exact_w), 8e-2))
-        results.append(check(f"FP8Matmul {name} grad_x vs exact", relative_error(x.grad, grad.double() @ exact_w.T),
-                             1.2e-1))
-        results.append(check(f"FP8Matmul {name} grad_w vs exact", relative_error(w.grad, exact_x.T @ grad.double()),
-                             1.2e-1))
+    results += fp8_mlp_checks()
     results += medium_head_checks()
     results += medium_orthogonalize_checks()
     return 0 if all(results) else 1
+
+
+def fp8_mlp_checks() -> list[bool]:
+    """FP8MLP's output and gradients against the exact MLP, and its relu-square kernel's float8 bytes against the
+    torch path's casts (the CPU tests compare the kernel's values in fp32 under the interpreter)."""
+    results = []
+    for row_step in (1, tg.Hyperparameters().fp8_amax_row_step):
+        gen = torch.Generator("cuda").manual_seed(row_step)
+        x = torch.randn(4096, 768, device="cuda", generator=gen).bfloat16().requires_grad_(True)
+        fc_w, proj_w = (torch.randn(768, 3072, device="cuda", generator=gen).mul_(0.02).requires_grad_(True)
+                        for _ in range(2))
+        out = tg.FP8MLP.apply(x, fc_w, proj_w, row_step)
+        grad = torch.randn(out.shape, device="cuda", generator=gen) * 1e-3
+        out.backward(grad)
+        exact = [t.detach().double().requires_grad_(True) for t in (x, fc_w, proj_w)]
+        exact_out = torch.relu(exact[0] @ exact[1]).square() @ exact[2].T
+        exact_out.backward(grad.double())
+        for name, ours, theirs in [("forward", out, exact_out), ("grad_x", x.grad, exact[0].grad),
+                                   ("grad_fc", fc_w.grad, exact[1].grad), ("grad_proj", proj_w.grad, exact[2].grad)]:
+            results.append(check(f"FP8MLP {name}, scales from every {row_step}th row, vs exact",
+                                 relative_error(ours, theirs.detach()), 1.5e-1))
+    h = torch.randn(8192, 3072, device="cuda").bfloat16()
+    grad_a = (torch.randn(8192, 3072, device="cuda") * 1e-3).bfloat16()
+    h[0, 0], grad_a[0, 0] = 1000.0, 1.0  # past both formats' ranges at the scales below: saturates
+    scales = (torch.tensor(2.0 ** -5, device="cuda"), torch.tensor(2.0 ** -18, device="cuda"))
+    kernel, torch_path = tg.fp8_relu_square_grads(h, grad_a, *scales), tg.relu_square_grads_torch(h, grad_a, *scales)
+    for name, ours, theirs in zip(["a_t (e4m3)", "grad_h (e5m2)", "grad_h_t (e5m2)"], kernel, torch_path):
+        differs = ours.view(torch.uint8) != theirs.view(torch.uint8)
+        results.append(check(f"relu-square kernel {name} bytes unequal to torch's cast", differs.float().mean().item(),
+                             1e-4))
+        if differs.any():
+            at = tuple(differs.nonzero()[0].tolist())
+            print(f"    first at {at}: {ours[at].float().item()} vs {theirs[at].float().item()}")
+    # the next values below the largest are 416 and 49152: anything but saturation fails
+    results.append(check("relu-square kernel saturates: 448 - a_t[0, 0]", 448 - kernel[0][0, 0].float().item(), 0.5))
+    results.append(check("relu-square kernel saturates: 57344 - grad_h[0, 0]", 57344 - kernel[1][0, 0].float().item(),
+                         0.5))
+    return results
 
 
 def fused_head_ce_checks() -> list[bool]:

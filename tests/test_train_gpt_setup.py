@@ -65,15 +65,15 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
 FP8_COMPILE = """
 import torch
 import train_gpt
-x, w = torch.randn(32, 64, requires_grad=True), torch.randn(64, 48, requires_grad=True)
-f = torch.compile(lambda x, w: train_gpt.FP8Matmul.apply(x, w, 1).float().square().sum(), dynamic=False)
-f(x, w).backward()
+x, fc, proj = (torch.randn(*shape, requires_grad=True) for shape in [(32, 64), (64, 48), (64, 48)])
+f = torch.compile(lambda x, fc, proj: train_gpt.FP8MLP.apply(x, fc, proj, 1).float().square().sum(), dynamic=False)
+f(x, fc, proj).backward()
 print(train_gpt.compile_cache_lookups())
 """
 
 
 def test_a_graph_with_the_fp8_autograd_function_is_served_by_aotautograds_cache(tmp_path):
-    """FP8Matmul is a torch.autograd.Function, which AOTAutograd's cache skips unless train_gpt allows it: a second
+    """FP8MLP is a torch.autograd.Function, which AOTAutograd's cache skips unless train_gpt allows it: a second
     process then loads the traced forward and backward instead of tracing them again (a faster warm start)."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     runs = [subprocess.run([sys.executable, "-c", FP8_COMPILE], cwd=REPO_ROOT, env=env, capture_output=True,
