@@ -455,11 +455,11 @@ def test_transpose_kernel_of_partial_blocks(interpreted_kernel, rows, cols):
 # FP8 MLP matmuls (--fp8_mlp): scales from each tensor's maximum, plain autograd
 
 
-def mlp_inputs(seed, transposed_weight):
+def mlp_inputs(seed):
+    """rms-normed bf16 activations and a (dim x hidden) weight, as the MLP stores both of its own."""
     gen = torch.Generator().manual_seed(seed)
     x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16()
-    w = torch.randn(*((3 * DIM, DIM) if transposed_weight else (DIM, 3 * DIM)), generator=gen) * 0.02
-    return x, w
+    return x, torch.randn(DIM, 3 * DIM, generator=gen) * 0.02
 
 
 def amax_scale(t, dtype, row_step=1):
@@ -468,7 +468,7 @@ def amax_scale(t, dtype, row_step=1):
 
 
 def test_float8_with_scale_from_the_max_uses_the_whole_range_and_survives_zeros():
-    x, w = mlp_inputs(0, False)
+    x, w = mlp_inputs(0)
     for t, dtype in [(x, torch.float8_e4m3fn), (w, torch.float8_e4m3fn), (x, torch.float8_e5m2)]:
         t_f8, scale = train_gpt.to_float8_scaled(t, dtype)
         assert t_f8.dtype == dtype and scale.ndim == 0
@@ -480,7 +480,7 @@ def test_float8_with_scale_from_the_max_uses_the_whole_range_and_survives_zeros(
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_float8_scale_from_sampled_rows_has_headroom_and_saturates_an_outlier_outside_the_sample(dtype):
-    x, _ = mlp_inputs(3, False)
+    x, _ = mlp_inputs(3)
     x[5, 7] = 10 * x.abs().max()  # row 5 is not among rows 0, 16, 32, ...
     t_f8, scale = train_gpt.to_float8_scaled(x, dtype, row_step=16)
     limit = torch.finfo(dtype).max
@@ -510,8 +510,8 @@ def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
 
 @pytest.mark.parametrize("row_step", [1, 16])
 def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_step):
-    x, fc_w = mlp_inputs(1, False)
-    _, proj_w = mlp_inputs(2, False)
+    x, fc_w = mlp_inputs(1)
+    _, proj_w = mlp_inputs(2)
     x, fc_w, proj_w = (t.clone().requires_grad_(True) for t in (x, fc_w, proj_w))
     out = train_gpt.FP8MLP.apply(x, fc_w, proj_w, row_step)
     grad_y = (torch.randn(out.shape, generator=torch.Generator().manual_seed(2)) * 1e-3).bfloat16()
