@@ -286,8 +286,9 @@ def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
                              grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
     """One block of h (tokens x hidden) and of a = relu(h)^2's gradient to a / a_scale transposed and h's gradient /
     grad_scale, each clamped to its format's range; Triton swaps the transposed store's layout through shared memory,
-    so every load and store is coalesced. h's gradient is not also stored transposed from here: on the H200 (Triton
-    3.6) a block stored in both layouts came out wrong in its transposed copy (22% of the bytes, some NaN)."""
+    so every load and store is coalesced. h's gradient is not also stored transposed from here: on the H200, built by
+    Triton 3.6's bundled ptxas, a block stored in both layouts came out wrong in its transposed copy (22% of the
+    bytes, some NaN; right when built by torch's ptxas: perf/NOTES.md, session 14)."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
