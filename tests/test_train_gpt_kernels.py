@@ -186,7 +186,11 @@ def test_triton_sym_matmul_equals_x_xt(interpreted_script, dtype, batch, m, k):
     exact = x.double() @ x.double().mT
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-3, atol=0.02 * k ** 0.5)
     torch.testing.assert_close(out.double(), exact, **tol)
-    assert torch.equal(out, out.mT)  # the lower triangle is the mirrored upper one, bit for bit
+    # blocks below the diagonal are the mirrored ones above it, bit for bit; a diagonal block is one product, whose
+    # symmetry is the matmul's (numpy's, under the interpreter: not bit-symmetric on every CPU)
+    block = torch.arange(m) // 128
+    mirrored = block[:, None] != block[None, :]
+    assert torch.equal(out[:, mirrored], out.mT[:, mirrored])
 
 
 def test_triton_sym_matmul_with_c_alpha_beta_and_strided_input(interpreted_script):
