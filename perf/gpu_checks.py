@@ -2,7 +2,8 @@
 memory of track 2's fused head against torch.compile of the plain one, and the time of its Newton-Schulz through the
 symmetric matmul kernel against the plain matmuls.
 
-python perf/gpu_checks.py  ->  one line per check with the relative error, and the timings; exits 1 on a failure.
+python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
+the timings; exits 1 on a failure.
 """
 import math
 import sys
@@ -28,6 +29,7 @@ def check(name: str, error: float, tolerance: float) -> bool:
 
 
 def main() -> int:
+    print("ptxas:", tg.use_torch_ptxas() or "Triton's bundled")  # what builds the kernels below, as in training
     torch.manual_seed(0)
     results = []
     for script, batch, m, k in [(tg, 4, 768, 768), (tg, 12, 768, 3072), (tg, 3, 200, 72), (tg, 2, 6, 12),
