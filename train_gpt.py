@@ -10,6 +10,7 @@ PROCESS_START = time.perf_counter()  # startup time counts the imports too
 
 import copy
 import dataclasses
+import functools
 import glob
 import json
 import logging
@@ -24,6 +25,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -282,51 +284,83 @@ def relu_square_grad(h: Tensor, grad_a: Tensor) -> Tensor:
 
 
 @triton.jit
-def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, rows, cols, a_max,
-                             grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, grad_h_t_ptr, rows,
+                             cols, a_max, grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+                             STORE_GRAD_H_T: tl.constexpr):
     """One block of h (tokens x hidden) and of a = relu(h)^2's gradient to a / a_scale transposed and h's gradient /
-    grad_scale, each clamped to its format's range; Triton swaps the transposed store's layout through shared memory,
-    so every load and store is coalesced. h's gradient is not also stored transposed from here: on the H200, built by
-    Triton 3.6's bundled ptxas, a block stored in both layouts came out wrong in its transposed copy (22% of the
-    bytes, some NaN; right when built by torch's ptxas: perf/NOTES.md, session 14)."""
+    grad_scale, each clamped to its format's range; with STORE_GRAD_H_T h's gradient also transposed (one pass over h,
+    no transpose kernel after it). Triton swaps each transposed store's layout through shared memory, so every load
+    and store is coalesced. Built by Triton 3.6's bundled ptxas, the one pass came out wrong on the H200 in its
+    transposed gradient (22% of the bytes, some NaN), and right when built by torch's (perf/NOTES.md, session 14):
+    the op takes it only where one_pass_relu_square_is_exact, its start-up check, found it so."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
     at, at_t = r.to(tl.int64)[:, None] * cols + c[None, :], c.to(tl.int64)[:, None] * rows + r[None, :]
     relu = tl.maximum(tl.load(h_ptr + at, mask=mask, other=0.0).to(tl.float32), 0.0)
     grad = tl.load(grad_a_ptr + at, mask=mask, other=0.0).to(tl.float32) * (relu * 2.0) / tl.load(grad_scale_ptr)
-    tl.store(grad_h_ptr + at, tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty), mask=mask)
+    grad_h = tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty)
+    tl.store(grad_h_ptr + at, grad_h, mask=mask)
+    if STORE_GRAD_H_T:
+        tl.store(grad_h_t_ptr + at_t, tl.trans(grad_h), mask=tl.trans(mask))
     a = tl.minimum(relu * relu / tl.load(a_scale_ptr), a_max)
     tl.store(a_t_ptr + at_t, tl.trans(a).to(a_t_ptr.dtype.element_ty), mask=tl.trans(mask))
 
 
-RELU_SQUARE_LAUNCH = (64, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps: perf/mlp_bench.py times the others
+RELU_SQUARE_LAUNCH = (32, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps (one pass or two): perf/mlp_bench.py times others
 
 
 def relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor, grad_h: Tensor,
-                      launch: tuple = RELU_SQUARE_LAUNCH):
-    """Fills a_t and grad_h by relu_square_grads_kernel (float8 in training; any float dtype, for tests under Triton's
-    interpreter, whose float8 casts misround)."""
+                      grad_h_t: Tensor | None = None, launch: tuple = RELU_SQUARE_LAUNCH):
+    """Fills a_t and grad_h, and grad_h_t where given (one pass), by relu_square_grads_kernel (float8 in training; any
+    float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
     rows, cols = h.shape
     block_rows, block_cols, num_warps = launch
     grid = (triton.cdiv(rows, block_rows), triton.cdiv(cols, block_cols))
-    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, rows, cols,
+    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t, rows, cols,
                                    torch.finfo(torch.float8_e4m3fn).max, torch.finfo(torch.float8_e5m2).max,
-                                   BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=num_warps)
+                                   BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, STORE_GRAD_H_T=grad_h_t is not None,
+                                   num_warps=num_warps)
+
+
+def relu_square_grads_triton(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor,
+                             one_pass: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """fp8_relu_square_grads by the kernel: in one pass if one_pass (by default: where one_pass_relu_square_is_exact
+    on h's device), else the kernel, then the transpose kernel for grad_h's transposed copy."""
+    rows, cols = h.shape
+    if one_pass is None:
+        one_pass = one_pass_relu_square_is_exact(h.device)
+    a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
+    grad_h_t = h.new_empty(cols, rows, dtype=torch.float8_e5m2) if one_pass else None
+    relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
+    return a_t, grad_h, grad_h_t if one_pass else transposed(grad_h)
+
+
+@functools.cache
+def one_pass_relu_square_is_exact(device: torch.device) -> bool:
+    """Whether the kernel's one pass gives torch's float8 casts, byte for byte in all three outputs, on this device for
+    a random 192 x 384 block: the guard against a miscompiled build (relu_square_grads_kernel). Run once per device:
+    main asks first, eagerly, before compiling, since the op asks from compiled code."""
+    gen = torch.Generator(device).manual_seed(0)
+    h = torch.randn(192, 384, device=device, generator=gen).bfloat16()
+    grad_a = (torch.randn(192, 384, device=device, generator=gen) * 1e-3).bfloat16()
+    a_scale = float8_scale(F.relu(h.float()).square(), torch.float8_e4m3fn, 1)
+    grad_scale = float8_scale(relu_square_grad(h, grad_a), torch.float8_e5m2, 1)
+    ours = relu_square_grads_triton(h, grad_a, a_scale, grad_scale, one_pass=True)
+    theirs = relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
+    return all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(ours, theirs))
 
 
 @torch.library.custom_op("nanogpt::fp8_relu_square_grads", mutates_args=())
 def fp8_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
                                                                                                     Tensor]:
     """For a = relu(h)^2 (h: tokens x hidden): a / a_scale in e4m3, transposed, and h's gradient / grad_scale in
-    e5m2, row-major and transposed, all saturating. On the GPU one pass over h and the gradient (inductor's fused
-    kernel ran at ~2.1 TB/s), then the transpose kernel; torch elsewhere."""
+    e5m2, row-major and transposed, all saturating. On the GPU one pass over h and the gradient where the start-up
+    check found it exact (inductor's fused kernel ran at ~2.1 TB/s), else that pass and the transpose kernel; torch
+    elsewhere."""
     if not h.is_cuda:
         return relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
-    rows, cols = h.shape
-    a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
-    relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h)
-    return a_t, grad_h, transposed(grad_h)
+    return relu_square_grads_triton(h, grad_a, a_scale, grad_scale)
 
 
 def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
@@ -1156,12 +1190,20 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     return train_files, val_files
 
 
+def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
+    """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor does: Triton 3.6's own miscompiled one."""
+    if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
+        os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
+    return os.environ.get("TRITON_PTXAS_PATH")
+
+
 def environment() -> dict:
     has_cuda = torch.cuda.is_available()
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
     return dict(python=platform.python_version(), torch=torch.__version__,
                 cuda=torch.version.cuda or "none", triton=triton.__version__,
-                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none")
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
+                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
 
 
 def launch_command(world_size: int) -> str:
@@ -1607,12 +1649,17 @@ def main():
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
+    use_torch_ptxas()  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
     if cache_note is not None:
         log.write(cache_note)
+    if device.type == "cuda" and args.fp8_mlp:  # asked now, eagerly: the op asks from compiled code
+        ptxas = os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled")
+        log.write("FP8 MLP backward: one pass (start-up check exact)" if one_pass_relu_square_is_exact(device) else
+                  f"FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas {ptxas})")
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)

@@ -24,6 +24,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -846,12 +847,20 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     return train_files, val_files
 
 
+def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
+    """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor does: Triton 3.6's own miscompiled one."""
+    if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
+        os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
+    return os.environ.get("TRITON_PTXAS_PATH")
+
+
 def environment() -> dict:
     has_cuda = torch.cuda.is_available()
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
     return dict(python=platform.python_version(), torch=torch.__version__,
                 cuda=torch.version.cuda or "none", triton=triton.__version__,
-                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none")
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
+                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
 
 
 def launch_command(world_size: int) -> str:
@@ -1291,6 +1300,7 @@ def main():
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
+    use_torch_ptxas()  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)

@@ -2,7 +2,8 @@
 memory of track 2's fused head against torch.compile of the plain one, and the time of its Newton-Schulz through the
 symmetric matmul kernel against the plain matmuls.
 
-python perf/gpu_checks.py  ->  one line per check with the relative error, and the timings; exits 1 on a failure.
+python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
+the timings; exits 1 on a failure.
 """
 import math
 import sys
@@ -28,6 +29,7 @@ def check(name: str, error: float, tolerance: float) -> bool:
 
 
 def main() -> int:
+    print("ptxas:", tg.use_torch_ptxas() or "Triton's bundled")  # what builds the kernels below, as in training
     torch.manual_seed(0)
     results = []
     for script, batch, m, k in [(tg, 4, 768, 768), (tg, 12, 768, 3072), (tg, 3, 200, 72), (tg, 2, 6, 12),
@@ -58,8 +60,9 @@ def main() -> int:
 
 
 def fp8_mlp_checks() -> list[bool]:
-    """FP8MLP's output and gradients against the exact MLP, and its relu-square kernel's float8 bytes against the
-    torch path's casts (the CPU tests compare the kernel's values in fp32 under the interpreter)."""
+    """FP8MLP's output and gradients against the exact MLP, and its relu-square kernel's float8 bytes, in one pass and
+    in two, against the torch path's casts (the CPU tests compare the kernel's values in fp32 under the interpreter);
+    then which of the two the op takes."""
     results = []
     for row_step in (1, tg.Hyperparameters().fp8_amax_row_step):
         gen = torch.Generator("cuda").manual_seed(row_step)
@@ -80,18 +83,22 @@ def fp8_mlp_checks() -> list[bool]:
     grad_a = (torch.randn(8192, 3072, device="cuda") * 1e-3).bfloat16()
     h[0, 0], grad_a[0, 0] = 1000.0, 1.0  # past both formats' ranges at the scales below: saturates
     scales = (torch.tensor(2.0 ** -5, device="cuda"), torch.tensor(2.0 ** -18, device="cuda"))
-    kernel, torch_path = tg.fp8_relu_square_grads(h, grad_a, *scales), tg.relu_square_grads_torch(h, grad_a, *scales)
-    for name, ours, theirs in zip(["a_t (e4m3)", "grad_h (e5m2)", "grad_h_t (e5m2)"], kernel, torch_path):
-        differs = ours.view(torch.uint8) != theirs.view(torch.uint8)
-        results.append(check(f"relu-square kernel {name} bytes unequal to torch's cast", differs.float().mean().item(),
-                             1e-4))
-        if differs.any():
-            at = tuple(differs.nonzero()[0].tolist())
-            print(f"    first at {at}: {ours[at].float().item()} vs {theirs[at].float().item()}")
-    # the next values below the largest are 416 and 49152: anything but saturation fails
-    results.append(check("relu-square kernel saturates: 448 - a_t[0, 0]", 448 - kernel[0][0, 0].float().item(), 0.5))
-    results.append(check("relu-square kernel saturates: 57344 - grad_h[0, 0]", 57344 - kernel[1][0, 0].float().item(),
-                         0.5))
+    torch_path = tg.relu_square_grads_torch(h, grad_a, *scales)
+    for passes in ("two passes", "one pass"):  # a miscompiled one pass: its grad_h_t's bytes differ
+        kernel = tg.relu_square_grads_triton(h, grad_a, *scales, one_pass=passes == "one pass")
+        for name, ours, theirs in zip(["a_t (e4m3)", "grad_h (e5m2)", "grad_h_t (e5m2)"], kernel, torch_path):
+            differs = ours.view(torch.uint8) != theirs.view(torch.uint8)
+            results.append(check(f"relu-square {passes} {name} bytes unequal to torch's cast",
+                                 differs.float().mean().item(), 1e-4))
+            if differs.any():
+                at = tuple(differs.nonzero()[0].tolist())
+                print(f"    first at {at}: {ours[at].float().item()} vs {theirs[at].float().item()}")
+        # the next values below the largest are 416 and 49152: anything but saturation fails
+        for name, t, largest in [("a_t", kernel[0], 448), ("grad_h", kernel[1], 57344), ("grad_h_t", kernel[2], 57344)]:
+            results.append(check(f"relu-square {passes} saturates: {largest} - {name}[0, 0]",
+                                 largest - t[0, 0].float().item(), 0.5))
+    exact = tg.one_pass_relu_square_is_exact(h.device)
+    print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
     return results
 
 

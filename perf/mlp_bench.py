@@ -1,10 +1,11 @@
 """Microseconds of the FP8 MLP backward's pass over the hidden activations (train_gpt.py's fp8_relu_square_grads:
-h and the gradient of relu(h)^2 in, three float8 tensors out, two of them transposed: its Triton kernel, then the
-transpose kernel) for a grid of launch configurations of the first kernel, against inductor's kernel for the same
-torch ops (the one training used before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and
-whether its bytes equal those of the torch ops run eagerly (run on a GPU).
+h and the gradient of relu(h)^2 in, three float8 tensors out, two of them transposed) in one pass (its Triton kernel
+writing all three) and in two (the kernel, then the transpose kernel for the gradient's transposed copy) for a grid
+of launch configurations of the kernel, against inductor's kernel for the same torch ops (the one training used
+before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and whether its bytes equal those of
+the torch ops run eagerly (run on a GPU; a miscompiled one pass shows as fewer equal bytes).
 
-python perf/mlp_bench.py  ->  one line per configuration, then the script's and the best.
+python perf/mlp_bench.py  ->  one line per configuration and number of passes, then the script's and the best.
 --tiny runs a small shape and two configurations on the CPU, the kernel under Triton's interpreter and the torch
 ops uncompiled, to check this script (tests/test_perf_mlp_bench.py).
 """
@@ -42,15 +43,17 @@ def timed_us(run, tiny: bool) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
-def kernel_run(args, launch):
-    """The op's GPU path with the kernel's launch configuration (float32 outputs under the interpreter)."""
+def kernel_run(args, launch, one_pass: bool):
+    """The op's GPU path in one pass or two with the kernel's launch configuration (float32 outputs under the
+    interpreter)."""
     h = args[0]
     dtypes = (torch.float32,) * 2 if not h.is_cuda else (torch.float8_e4m3fn, torch.float8_e5m2)
 
     def run():
         a_t, grad_h = h.new_empty(h.T.shape, dtype=dtypes[0]), h.new_empty(h.shape, dtype=dtypes[1])
-        train_gpt.relu_square_grads(*args, a_t, grad_h, launch=launch)
-        return a_t, grad_h, train_gpt.transposed(grad_h)
+        grad_h_t = h.new_empty(h.T.shape, dtype=dtypes[1]) if one_pass else None
+        train_gpt.relu_square_grads(*args, a_t, grad_h, grad_h_t, launch=launch)
+        return a_t, grad_h, grad_h_t if one_pass else train_gpt.transposed(grad_h)
     return run
 
 
@@ -61,6 +64,7 @@ def equal_share(ours, theirs) -> float:
 
 
 def main(argv: list[str]) -> int:
+    train_gpt.use_torch_ptxas()  # as the training run builds the kernel
     tiny = "--tiny" in argv
     device = torch.device("cpu" if tiny else "cuda")
     rows, cols = (256, 384) if tiny else (49152, 3072)
@@ -73,23 +77,27 @@ def main(argv: list[str]) -> int:
     same = float("nan") if tiny else equal_share(reference(*args), expected)
     print(f"inductor: {inductor_us:.1f} us, {gigabytes / inductor_us * 1e3:.2f} TB/s, {same:.6f} of the bytes equal "
           "torch's")
-    times = {}
+    times = {"one pass": {}, "two passes": {}}  # launch configuration -> us
     for launch in (TINY_CONFIGS if tiny else CONFIGS):
-        run = kernel_run(args, launch)
-        try:
-            outputs = run()
-        except Exception as error:  # out of shared memory or registers for this block shape
-            print(f"{launch}: {type(error).__name__}")
-            continue
-        # the interpreter's float8 casts misround, so its bytes are not compared
-        same = float("nan") if tiny else equal_share(outputs, expected)
-        times[launch] = timed_us(run, tiny)
-        print(f"{launch}: {times[launch]:.1f} us, {gigabytes / times[launch] * 1e3:.2f} TB/s, "
-              f"{same:.6f} of the bytes equal torch's")
-    best = min(times, key=times.get)
+        for passes, passes_times in times.items():
+            run = kernel_run(args, launch, one_pass=passes == "one pass")
+            try:
+                outputs = run()
+            except Exception as error:  # out of shared memory or registers for this block shape
+                print(f"{launch} {passes}: {type(error).__name__}")
+                continue
+            # the interpreter's float8 casts misround, so its bytes are not compared
+            same = float("nan") if tiny else equal_share(outputs, expected)
+            passes_times[launch] = timed_us(run, tiny)
+            print(f"{launch} {passes}: {passes_times[launch]:.1f} us, "
+                  f"{gigabytes / passes_times[launch] * 1e3:.2f} TB/s, {same:.6f} of the bytes equal torch's")
     script = train_gpt.RELU_SQUARE_LAUNCH
-    print(f"{rows}x{cols}: inductor {inductor_us:.1f} us, script {script} {times.get(script, float('nan')):.1f} us, "
-          f"best {best} {times[best]:.1f} us ({len(times)} configurations ran)")
+    summary = [f"inductor {inductor_us:.1f} us"]
+    for passes, passes_times in times.items():
+        best = min(passes_times, key=passes_times.get)
+        summary.append(f"{passes}: script {script} {passes_times.get(script, float('nan')):.1f} us, best {best} "
+                       f"{passes_times[best]:.1f} us ({len(passes_times)} configurations ran)")
+    print(f"{rows}x{cols}: " + "; ".join(summary))
     return 0
 
 

@@ -10,7 +10,7 @@ then a header, the resolved hyperparameters and the step lines::
     command: torchrun --standalone --nproc_per_node=8 train_gpt.py --lr=0.04
     argv: ["train_gpt.py", "--lr=0.04"]
     world_size: 8
-    python: / torch: / cuda: / triton: / gpu: ...
+    python: / torch: / cuda: / triton: / gpu: / ptxas: ...
     hyperparameters:
       name: value
     nvidia-smi:

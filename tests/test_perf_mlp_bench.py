@@ -1,6 +1,7 @@
 """perf/mlp_bench.py on a small shape on the CPU (--tiny, the kernel under Triton's interpreter): it times the FP8
-MLP's relu-square backward kernel in the script's launch configuration and another, and the torch ops; the GPU
-numbers come from the device. Run in this process, so that the interpreter fixture's patch applies."""
+MLP's relu-square backward kernel in one pass and in two, in the script's launch configuration and another, and the
+torch ops; the GPU numbers come from the device. Run in this process, so that the interpreter fixture's patch
+applies."""
 
 import re
 import sys
@@ -8,7 +9,8 @@ import sys
 import pytest
 
 
-def test_tiny_run_times_the_scripts_configuration_another_and_the_torch_ops(repo_root, triton_interpreter, capsys):
+def test_tiny_run_times_both_passes_in_the_scripts_configuration_another_and_the_torch_ops(repo_root,
+                                                                                           triton_interpreter, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import mlp_bench
     if not isinstance(mlp_bench.train_gpt.relu_square_grads_kernel, triton_interpreter.InterpretedFunction):
@@ -16,10 +18,17 @@ def test_tiny_run_times_the_scripts_configuration_another_and_the_torch_ops(repo
     assert mlp_bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"inductor: [\d.]+ us, [\d.]+ TB/s, nan of the bytes equal torch's", lines[0]), lines[0]
-    for line in lines[1:3]:
-        assert re.fullmatch(r"\(\d+, \d+, \d+\): [\d.]+ us, [\d.]+ TB/s, nan of the bytes equal torch's", line), line
-    match = re.fullmatch(r"256x384: inductor ([\d.]+) us, script \(64, 128, 4\) ([\d.]+) us, best \(\d+, \d+, \d+\) "
-                         r"([\d.]+) us \(2 configurations ran\)", lines[3])
-    assert match, lines[3]
-    assert float(match[3]) <= float(match[2])
-    assert len(lines) == 4
+    passes = []
+    for line in lines[1:5]:
+        match = re.fullmatch(r"(\(\d+, \d+, \d+\)) (one pass|two passes): [\d.]+ us, [\d.]+ TB/s, nan of the bytes "
+                             r"equal torch's", line)
+        assert match, line
+        passes.append(match.groups())
+    assert passes == [("(32, 128, 4)", "one pass"), ("(32, 128, 4)", "two passes"), ("(32, 64, 4)", "one pass"),
+                      ("(32, 64, 4)", "two passes")]
+    summary = r"{}: script \(32, 128, 4\) ([\d.]+) us, best \(\d+, \d+, \d+\) ([\d.]+) us \(2 configurations ran\)"
+    match = re.fullmatch(r"256x384: inductor [\d.]+ us; " + summary.format("one pass") + "; "
+                         + summary.format("two passes"), lines[5])
+    assert match, lines[5]
+    assert float(match[2]) <= float(match[1]) and float(match[4]) <= float(match[3])
+    assert len(lines) == 6

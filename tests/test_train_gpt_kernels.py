@@ -535,27 +535,74 @@ def relu_square_case(rows, cols, seed):
     return h, grad_a, torch.tensor(2.0 ** -3), torch.tensor(2.0 ** -20)  # inside both ranges
 
 
+@pytest.mark.parametrize("launch", [(64, 64, 4), train_gpt.RELU_SQUARE_LAUNCH])
+@pytest.mark.parametrize("one_pass", [False, True], ids=["two passes", "one pass"])
 @pytest.mark.parametrize("rows, cols", [(128, 256), (70, 130), (1, 3)])
-def test_relu_square_kernel_writes_the_gradient_and_the_transposed_activation(interpreted_kernel, rows, cols):
+def test_relu_square_kernel_writes_the_gradient_and_the_transposed_activation(interpreted_kernel, rows, cols, one_pass,
+                                                                              launch):
     """In fp32 buffers (the interpreter's float8 casts misround; perf/gpu_checks.py checks the float8 outputs on the
-    GPU against the op's torch path), with partial blocks at both edges."""
+    GPU against the op's torch path), with partial blocks at both edges; in one pass also the transposed gradient."""
     h, grad_a, a_scale, grad_scale = relu_square_case(rows, cols, rows + cols)
     a_t, grad_h = torch.full((cols, rows), float("nan")), torch.full((rows, cols), float("nan"))
-    train_gpt.relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, launch=(64, 64, 4))
-    assert torch.equal(grad_h, train_gpt.relu_square_grad(h, grad_a) / grad_scale)
+    grad_h_t = torch.full((cols, rows), float("nan"))
+    train_gpt.relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t if one_pass else None,
+                                launch=launch)
+    expected = train_gpt.relu_square_grad(h, grad_a) / grad_scale
+    assert torch.equal(grad_h, expected)
     assert torch.equal(a_t, (F.relu(h.float()).square() / a_scale).T)
     assert (grad_h == 0).float().mean() > 0.3 and grad_h.abs().max() > 1  # relu's zeros and real values
+    if one_pass:
+        assert torch.equal(grad_h_t, expected.T)
+    else:
+        assert grad_h_t.isnan().all()  # not written: the transpose kernel's job
 
 
 def test_relu_square_kernel_saturates_at_each_formats_largest_value(interpreted_kernel):
     h, grad_a, _, _ = relu_square_case(64, 64, 7)
     h[0, 0], grad_a[0, 0], grad_a[0, 1], h[0, 1] = 100.0, 1.0, -1.0, 100.0
-    a_t, grad_h = torch.empty(64, 64), torch.empty(64, 64)
-    train_gpt.relu_square_grads(h, grad_a, torch.tensor(1.0), torch.tensor(1e-3), a_t, grad_h)
+    a_t, grad_h, grad_h_t = torch.empty(64, 64), torch.empty(64, 64), torch.empty(64, 64)
+    train_gpt.relu_square_grads(h, grad_a, torch.tensor(1.0), torch.tensor(1e-3), a_t, grad_h, grad_h_t)
     assert a_t[0, 0] == 448 and grad_h[0, 0] == 57344 and grad_h[0, 1] == -57344
+    assert grad_h_t[0, 0] == 57344 and grad_h_t[1, 0] == -57344
 
 
-def test_relu_square_op_on_the_cpu_is_the_float8_cast_of_the_same_values():
+@pytest.mark.parametrize("exact", [False, True], ids=["check failed: two passes", "check exact: one pass"])
+def test_the_kernel_path_takes_one_pass_only_where_the_start_up_check_found_it_exact(interpreted_kernel, monkeypatch,
+                                                                                     exact):
+    """relu_square_grads_triton, the op's GPU path, run on CPU tensors: one pass (no transpose kernel) or the kernel
+    and the transpose kernel, as the check says for h's device; the same outputs either way (float8 here, which the
+    interpreter misrounds in a few percent of the entries: compared with torch's casts loosely)."""
+    asked, transposes = [], []
+    monkeypatch.setattr(train_gpt, "one_pass_relu_square_is_exact", lambda device: asked.append(device) or exact)
+    transposed = train_gpt.transposed
+    monkeypatch.setattr(train_gpt, "transposed", lambda t: transposes.append(t.shape) or transposed(t))
+    h, grad_a, a_scale, grad_scale = relu_square_case(70, 130, 5)
+    a_t, grad_h, grad_h_t = train_gpt.relu_square_grads_triton(h, grad_a, a_scale, grad_scale)
+    assert asked == [h.device] and transposes == ([] if exact else [(70, 130)])
+    assert (a_t.dtype, grad_h.dtype, grad_h_t.dtype) == (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e5m2)
+    assert torch.equal(grad_h_t.view(torch.uint8), grad_h.view(torch.uint8).T)
+    for ours, theirs in zip((a_t, grad_h), train_gpt.relu_square_grads_torch(h, grad_a, a_scale, grad_scale)):
+        assert (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean() < 0.05
+
+
+@pytest.mark.parametrize("wrong", [None, 0, 1, 2], ids=["all equal", "a_t differs", "grad_h differs",
+                                                        "grad_h_t differs"])
+def test_the_start_up_check_wants_all_three_outputs_byte_for_byte(interpreted_kernel, monkeypatch, wrong):
+    """The check against a reference with the interpreter's own float8 rounding (the two-pass kernel path, which the
+    one pass must equal), and against the same with one byte off in one output: no output goes unchecked."""
+    def reference(*args):
+        outputs = train_gpt.relu_square_grads_triton(*args, one_pass=False)
+        if wrong is not None:
+            outputs[wrong].view(torch.uint8)[-1, -1] ^= 1
+        return outputs
+
+    monkeypatch.setattr(train_gpt, "relu_square_grads_torch", reference)
+    # __wrapped__: the check itself, past functools.cache, whose answer for the CPU would outlive the test
+    assert train_gpt.one_pass_relu_square_is_exact.__wrapped__(torch.device("cpu")) == (wrong is None)
+
+
+def test_relu_square_op_on_the_cpu_is_the_float8_cast_of_the_same_values(monkeypatch):
+    monkeypatch.setattr(train_gpt, "one_pass_relu_square_is_exact", lambda device: pytest.fail("a kernel check on CPU"))
     h, grad_a, a_scale, grad_scale = relu_square_case(96, 160, 3)
     a_t, grad_h, grad_h_t = train_gpt.fp8_relu_square_grads(h, grad_a, a_scale, grad_scale)
     assert (a_t.dtype, grad_h.dtype, a_t.shape, grad_h.shape) == (torch.float8_e4m3fn, torch.float8_e5m2,

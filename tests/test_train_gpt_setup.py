@@ -1,7 +1,8 @@
 """train_gpt.py, section "Main" (setup), with train_gpt_medium.py's copies of the same functions: the torch.compile
 artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
-it has loaded the file another process wrote), the compiler's phase times, and what a profiled warmup reports
-besides its table: the GPU's idle time and the communication overlap of several processes."""
+it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
+its table: the GPU's idle time and the communication overlap of several processes; and the ptxas that builds the
+Triton kernels (torch's, unless the user set one)."""
 
 import os
 import re
@@ -212,3 +213,44 @@ def test_longest_kernels_of_a_profile_by_total_time_with_full_names(script):
     assert script.longest_kernels(events, count=2) == [f"kernel 0.6 ms in 2 calls: {long_name}",
                                                        "kernel 0.5 ms in 2 calls: nvjet_gemm"]
     assert script.longest_kernels(events)[-1] == "kernel 0.1 ms in 1 calls: triton_red_fused"
+
+
+@pytest.fixture
+def ptxas_unset(monkeypatch):
+    """TRITON_PTXAS_PATH unset for the test, and restored afterwards even where the test's code sets it."""
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "recorded")  # monkeypatch undoes what it set, not what it found unset
+    monkeypatch.delenv("TRITON_PTXAS_PATH")
+
+
+def executable(path: Path, mode: int = 0o755) -> Path:
+    path.write_text("#!/bin/sh\n")
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_torch_ptxas_is_used_when_none_is_set(script, ptxas_unset, tmp_path):
+    ptxas = executable(tmp_path / "ptxas")
+    assert script.use_torch_ptxas(ptxas) == str(ptxas)
+    assert os.environ["TRITON_PTXAS_PATH"] == str(ptxas)
+    assert script.environment()["ptxas"] == str(ptxas)  # the run log's header line
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_ptxas_the_user_set_is_left_alone(script, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
+    assert script.use_torch_ptxas(executable(tmp_path / "ptxas")) == "/opt/cuda/bin/ptxas"
+    assert os.environ["TRITON_PTXAS_PATH"] == "/opt/cuda/bin/ptxas"
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("case", ["missing", "not executable", "a folder"])
+def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, ptxas_unset, tmp_path):
+    ptxas = tmp_path / "ptxas"
+    if case == "not executable":
+        executable(ptxas, 0o644)
+    elif case == "a folder":
+        ptxas.mkdir()
+    assert script.use_torch_ptxas(ptxas) is None
+    assert "TRITON_PTXAS_PATH" not in os.environ
+    assert script.environment()["ptxas"] == "Triton's bundled"
