@@ -3,18 +3,23 @@ empty one (TORCHINDUCTOR_CACHE_DIR): each compiled graph's module there carries 
 order, and forward, backward or inference) and defines the kernels it launches with their sources. A cold start
 compiles each distinct source once, so a graph costs compile time for the sources that no graph before it had.
 
-python perf/compile_census.py CACHE_DIR  ->  one line per graph: its kernels by kind (Triton pointwise, reduction,
-persistent reduction, template; C++ on the CPU), then how many of them are new, and the totals. Session 11's
-cold start compiled 366 Triton kernels for track 1 and waited ~100 s on them: this says which graphs they are.
+python perf/compile_census.py CACHE_DIR [TRITON_CACHE_DIR]  ->  one line per graph: its kernels by kind (Triton
+pointwise, reduction, persistent reduction, template; C++ on the CPU), then how many of them are new, and the
+totals. Session 11's cold start compiled 366 Triton kernels for track 1 and waited ~100 s on them: this says which
+graphs they are. With the run's TRITON_CACHE_DIR (filled from empty too), also the binaries Triton built: one per
+kernel and launch configuration, so a census kernel with several is one that inductor timed in several
+configurations, and a name in no graph module is a kernel no loaded graph launches (or one of the script's own).
 """
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 AOT_ID = re.compile(r"^# AOT ID: \['(\w+)'\]", re.MULTILINE)
 # a kernel's definition in a graph module: its name, then its source as the call's one raw triple-quoted string
 KERNEL = re.compile(r"^(\w+) = async_compile\.\w+\(.*?'''(.*?)'''", re.MULTILINE | re.DOTALL)
 KINDS = ("triton_poi", "triton_red", "triton_per", "triton_tem", "cpp")
+TRITON_FILE_NAME_LIMIT = 150  # Triton names a cache entry's files after the kernel, cut at 150 characters
 
 
 def graph_modules(cache_dir: Path) -> dict[str, dict[str, str]]:
@@ -56,12 +61,33 @@ def census(graphs: dict[str, dict[str, str]]) -> list[dict]:
     return rows
 
 
+def triton_binaries(triton_dir: Path) -> Counter:
+    """Kernel name -> how many binaries Triton built for it (a .cubin, or a .hsaco on AMD, in each cache entry)."""
+    return Counter(path.stem for pattern in ("*.cubin", "*.hsaco") for path in triton_dir.rglob(pattern))
+
+
+def binaries_report(binaries: Counter, graphs: dict[str, dict[str, str]], listed: int = 20) -> list[str]:
+    """The binaries of the graphs' kernels against those of names in no graph module, most binaries first."""
+    in_graphs = {name[:TRITON_FILE_NAME_LIMIT] for kernels in graphs.values() for name in kernels}
+    known = {name: n for name, n in binaries.items() if name in in_graphs}
+    unknown = {name: n for name, n in binaries.items() if name not in in_graphs}
+    several = sum(1 for n in known.values() if n > 1)
+    lines = [f"{sum(binaries.values())} Triton binaries of {len(binaries)} kernel names",
+             f"  graph modules' kernels: {sum(known.values())} binaries of {len(known)} names ({several} with more "
+             f"than one launch configuration)",
+             f"  names in no graph module: {sum(unknown.values())} binaries of {len(unknown)} names"]
+    for name, n in sorted(unknown.items(), key=lambda item: (-item[1], item[0]))[:listed]:
+        lines.append(f"    {n:>4}  {name}")
+    return lines
+
+
 def main() -> int:
-    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
-        print("usage: python perf/compile_census.py CACHE_DIR (a TORCHINDUCTOR_CACHE_DIR filled from empty)",
-              file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or not all(Path(folder).is_dir() for folder in sys.argv[1:]):
+        print("usage: python perf/compile_census.py CACHE_DIR [TRITON_CACHE_DIR] (a TORCHINDUCTOR_CACHE_DIR and a "
+              "TRITON_CACHE_DIR filled from empty)", file=sys.stderr)
         return 2
-    rows = census(graph_modules(Path(sys.argv[1])))
+    graphs = graph_modules(Path(sys.argv[1]))
+    rows = census(graphs)
     if not rows:
         print(f"error: no compiled graph modules under {sys.argv[1]}; was TORCHINDUCTOR_CACHE_DIR set to it, "
               "and empty, when the run started?", file=sys.stderr)
@@ -72,6 +98,8 @@ def main() -> int:
         print("  ".join(f"{row[c]:>12}" for c in columns))
     print(f"{len(rows)} graphs, {sum(r['kernels'] for r in rows)} kernels, {sum(r['new'] for r in rows)} distinct "
           "sources (compiled once each)")
+    if len(sys.argv) == 3:
+        print("\n".join(binaries_report(triton_binaries(Path(sys.argv[2])), graphs)))
     return 0
 
 

@@ -85,3 +85,51 @@ def test_an_empty_or_missing_folder_is_one_clear_line(tmp_path, repo_root):
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == code
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def write_binary(folder, key, name):
+    """A Triton cache entry as Triton writes one: a folder per compile key, the kernel's files named after it."""
+    entry = folder / key
+    entry.mkdir(parents=True)
+    for suffix in (".cubin", ".json", ".ptx", ".ttir"):
+        (entry / f"{name}{suffix}").write_text("")
+    (entry / f"__grp__{name}.json").write_text("{}")
+
+
+def test_triton_binaries_are_split_into_the_graphs_kernels_and_names_in_no_graph(tmp_path, census_module):
+    inductor, triton = tmp_path / "inductor", tmp_path / "triton"
+    inductor.mkdir()
+    long_name = "triton_poi_fused_" + "_".join(["clamp"] * 40) + "_3"  # its files' names are cut at 150 characters
+    write_graph(inductor, "aforward", "0_forward", [("triton_poi_fused_mul_0", "a"), ("triton_red_fused_sum_1", "b"),
+                                                    (long_name, "c")])
+    for key, name in [("k1", "triton_poi_fused_mul_0"), ("k2", "triton_red_fused_sum_1"), ("k8", long_name[:150]),
+                      ("k3", "triton_red_fused_sum_1"), ("k4", "triton_red_fused_sum_1"),
+                      ("k5", "transpose_kernel"), ("k6", "triton_per_fused_dropped_2"),
+                      ("k7", "triton_per_fused_dropped_2")]:
+        write_binary(triton, key, name)
+    binaries = census_module.triton_binaries(triton)
+    assert binaries == {"triton_poi_fused_mul_0": 1, "triton_red_fused_sum_1": 3, "transpose_kernel": 1,
+                        "triton_per_fused_dropped_2": 2, long_name[:150]: 1}
+    lines = census_module.binaries_report(binaries, census_module.graph_modules(inductor))
+    assert lines == ["8 Triton binaries of 5 kernel names",
+                     "  graph modules' kernels: 5 binaries of 3 names (1 with more than one launch configuration)",
+                     "  names in no graph module: 3 binaries of 2 names",
+                     "       2  triton_per_fused_dropped_2",
+                     "       1  transpose_kernel"]
+
+
+def test_the_triton_folder_is_reported_after_the_table(tmp_path, repo_root):
+    inductor, triton = tmp_path / "inductor", tmp_path / "triton"
+    inductor.mkdir()
+    write_graph(inductor, "aforward", "0_forward", [("triton_poi_fused_mul_0", "a")])
+    write_binary(triton, "k1", "triton_poi_fused_mul_0")
+    command = [sys.executable, "perf/compile_census.py", str(inductor)]
+    result = subprocess.run(command + [str(triton)], cwd=repo_root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-3:] == ["1 Triton binaries of 1 kernel names",
+                                               "  graph modules' kernels: 1 binaries of 1 names (0 with more than "
+                                               "one launch configuration)",
+                                               "  names in no graph module: 0 binaries of 0 names"]
+    missing = subprocess.run(command + [str(tmp_path / "none")], cwd=repo_root, capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and missing.stderr.startswith("usage:")
