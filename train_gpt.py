@@ -1191,7 +1191,8 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
 
 
 def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
-    """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor does: Triton 3.6's own miscompiled one."""
+    """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor builds its own: Triton 3.6's bundled ptxas
+    miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15)."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
     return os.environ.get("TRITON_PTXAS_PATH")
