@@ -1650,7 +1650,7 @@ def main():
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
-    use_torch_ptxas()  # before any of our kernels is built
+    ptxas = use_torch_ptxas() or "Triton's bundled"  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
@@ -1658,7 +1658,6 @@ def main():
     if cache_note is not None:
         log.write(cache_note)
     if device.type == "cuda" and args.fp8_mlp:  # asked now, eagerly: the op asks from compiled code
-        ptxas = os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled")
         log.write("FP8 MLP backward: one pass (start-up check exact)" if one_pass_relu_square_is_exact(device) else
                   f"FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas {ptxas})")
     torch.manual_seed(args.seed)
