@@ -945,12 +945,37 @@ def save_compile_cache(path: str) -> str | None:
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
 
 
-def compile_phases(count: int = 12) -> str:
+def compile_phases(count: int = 30) -> str:
     """The compiler's own seconds per phase so far (torch._dynamo's timers, nested phases overlap), longest first:
     where a cold start's compile goes."""
     names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
     longest = sorted(zip(names, map(float, seconds)), key=lambda item: -item[1])[:count]
     return ", ".join(f"{name} {value:.1f}" for name, value in longest)
+
+
+def compiling_seconds() -> float:
+    """Seconds the compiler has spent so far (torch._dynamo's timer around each frame it compiles)."""
+    names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
+    return sum(float(value) for name, value in zip(names, seconds) if name == "_compile.compile_inner")
+
+
+class WarmupLaps:
+    """How long each part of the warmup took, read on the host after the device's queued work, with the compiler's
+    share: the rest of a cold first step is the compiled code's first run (inductor timing the launch
+    configurations of its kernels, the script's own Triton kernels built in this process)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.laps = device, []
+        self.last, self.last_compiling = time.perf_counter(), compiling_seconds()
+
+    def lap(self, name: str):
+        sync(self.device)
+        now, compiling = time.perf_counter(), compiling_seconds()
+        self.laps.append(f"{name} {now - self.last:.1f}s (compiling {compiling - self.last_compiling:.1f}s)")
+        self.last, self.last_compiling = now, compiling
+
+    def __str__(self) -> str:
+        return ", ".join(self.laps)
 
 
 def compile_cache_lookups() -> str:
@@ -1236,9 +1261,12 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
 
 
 def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
-           args: Hyperparameters, rank: int, world_size: int, device: torch.device) -> str | None:
+           args: Hyperparameters, rank: int, world_size: int,
+           device: torch.device) -> tuple[str | None, WarmupLaps]:
     """Compile and run the training and validation paths, then restore the initial state. The last
-    profile_steps warmup steps run under torch.profiler; returns its table (None when there are none)."""
+    profile_steps warmup steps run under torch.profiler. Returns its table (None when there are none) and the
+    time each part took."""
+    laps = WarmupLaps(device)
     initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
 
@@ -1247,17 +1275,24 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
             train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
 
     unprofiled = args.warmup_steps - args.profile_steps
-    run_steps(range(unprofiled))
+    if unprofiled:
+        run_steps(range(1))
+        laps.lap("step 1")
+    if unprofiled > 1:
+        run_steps(range(1, unprofiled))
+        laps.lap(f"steps 2-{unprofiled}")
     table = None
     if args.profile_steps:
         table = profile_table(lambda: run_steps(range(unprofiled, args.warmup_steps)), device)
+        laps.lap(f"steps {unprofiled + 1}-{args.warmup_steps} profiled")
     if args.warmup_steps:
         evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+        laps.lap("validation")
     raw_model.load_state_dict(initial_state["model"])
     for opt, state in zip(optimizers, initial_state["opts"]):
         opt.load_state_dict(state)
-    sync(device)
-    return table
+    laps.lap("state restored")
+    return table, laps
 
 
 def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
@@ -1321,7 +1356,8 @@ def main():
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
     warmup_start = time.perf_counter()
-    table = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size, device)
+    table, laps = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size,
+                         device)
     if table is not None:
         log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
                   f"\n{table}", console=False)
@@ -1329,6 +1365,7 @@ def main():
         log.write(note)
     if args.compile:
         log.write(f"compile phases (s): {compile_phases()}; cache lookups: {compile_cache_lookups()}", console=False)
+    log.write(f"warmup parts: {laps}", console=False)
     startup_s = time.perf_counter() - PROCESS_START
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
               f"(compile included, state restored); training starts at {startup_s:.1f}s")

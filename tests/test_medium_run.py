@@ -93,4 +93,8 @@ def test_console_and_log_explain_the_time(runs):
     profile = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in profile and "aten::mm" in profile
     assert "profile of" not in result.stdout  # the table stays in the log
+    parts = re.search(r"^warmup parts: (.*)$", text, re.MULTILINE)  # the warmup's time, part by part
+    assert parts and re.fullmatch(r"step 1 [\d.]+s \(compiling 0\.0s\), steps 2-2 profiled [\d.]+s \(compiling "
+                                  r"0\.0s\), validation [\d.]+s \(compiling 0\.0s\), state restored [\d.]+s "
+                                  r"\(compiling 0\.0s\)", parts.group(1)), parts
     assert "step:4/4 val_loss" in result.stdout

@@ -143,6 +143,12 @@ def test_profiled_warmup_step_writes_an_op_table_to_the_log_only(two_process_run
     table = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in table and "aten::mm" in table
     assert "profile of warmup" not in result.stdout
+    # where the warmup's time went, part by part (nothing compiles here: --compile=false)
+    parts = re.search(r"^warmup parts: (.*)$", text, re.MULTILINE)
+    assert parts and "warmup parts" not in result.stdout
+    assert re.fullmatch(r"step 1 [\d.]+s \(compiling 0\.0s\), steps 2-2 profiled [\d.]+s \(compiling 0\.0s\), "
+                        r"validation [\d.]+s \(compiling 0\.0s\), state restored [\d.]+s \(compiling 0\.0s\)",
+                        parts.group(1)), parts.group(1)
 
 
 def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process_run):
