@@ -8,7 +8,9 @@ pointwise, reduction, persistent reduction, template; C++ on the CPU), then how 
 totals. Session 11's cold start compiled 366 Triton kernels for track 1 and waited ~100 s on them: this says which
 graphs they are. With the run's TRITON_CACHE_DIR (filled from empty too), also the binaries Triton built: one per
 kernel and launch configuration, so a census kernel with several is one that inductor timed in several
-configurations, and a name in no graph module is a kernel no loaded graph launches (or one of the script's own).
+configurations, and a name in no graph module is a kernel no loaded graph launches (or one of the script's own);
+then the compile's timeline from the files' times: when each graph module was written and when its binaries were
+done, which tells a wait on many kernels from a wait on a few slow ones.
 """
 import re
 import sys
@@ -22,18 +24,26 @@ KINDS = ("triton_poi", "triton_red", "triton_per", "triton_tem", "cpp")
 TRITON_FILE_NAME_LIMIT = 150  # Triton names a cache entry's files after the kernel, cut at 150 characters
 
 
+def graph_module_files(cache_dir: Path) -> list[tuple[Path, str, str]]:
+    """(path, AOTAutograd id, text) of every graph module under cache_dir; kernel sources and other files have no
+    id. Processes sharing the folder (torchrun's ranks) number their graphs alike: a repeated id gets a quote."""
+    files, ids = [], set()
+    for path in sorted(cache_dir.rglob("*.py")):
+        text = path.read_text(errors="replace")
+        match = AOT_ID.search(text)
+        if match:
+            graph_id = match.group(1)
+            while graph_id in ids:
+                graph_id += "'"
+            ids.add(graph_id)
+            files.append((path, graph_id, text))
+    return files
+
+
 def graph_modules(cache_dir: Path) -> dict[str, dict[str, str]]:
     """AOTAutograd id -> {kernel name: source} for every graph module under cache_dir, in compile order (the id's
     leading number; forward before backward)."""
-    graphs = {}
-    for path in cache_dir.rglob("*.py"):
-        text = path.read_text(errors="replace")
-        match = AOT_ID.search(text)
-        if match:  # kernel sources and other files have no id
-            graph_id = match.group(1)
-            while graph_id in graphs:  # processes sharing the folder (torchrun's ranks) number their graphs alike
-                graph_id += "'"
-            graphs[graph_id] = dict(KERNEL.findall(text))
+    graphs = {graph_id: dict(KERNEL.findall(text)) for _, graph_id, text in graph_module_files(cache_dir)}
 
     def compile_order(graph_id: str) -> tuple[int, int, str]:
         number, _, role = graph_id.partition("_")
@@ -81,6 +91,44 @@ def binaries_report(binaries: Counter, graphs: dict[str, dict[str, str]], listed
     return lines
 
 
+def timeline(cache_dir: Path, triton_dir: Path) -> list[tuple[float, str, str]]:
+    """(when its file was written, "graph" or "binary", name) of each graph module and each Triton binary, in time
+    order. Inductor writes a graph's module once its kernels are submitted to the compile workers, and waits for
+    them before lowering the next graph; a binary's file is written when its compile ends."""
+    events = [(path.stat().st_mtime, "graph", graph_id) for path, graph_id, _ in graph_module_files(cache_dir)]
+    events += [(path.stat().st_mtime, "binary", path.stem) for pattern in ("*.cubin", "*.hsaco")
+               for path in triton_dir.rglob(pattern)]
+    return sorted(events, key=lambda event: (event[0], event[1] != "graph"))  # a graph before its binaries
+
+
+def timeline_report(events: list[tuple[float, str, str]], gap: float = 2.0, named: int = 3) -> list[str]:
+    """The cold start's compile as it ran, in seconds after the first file: each graph module, and between them the
+    binaries in waves (each finished less than `gap` seconds after the one before), with the last few of each wave
+    named. A wave whose end trails far behind most of its binaries waits on a few slow kernels, not on the
+    number of kernels."""
+    if not events:
+        return []
+    start, lines, wave = events[0][0], ["compile timeline (seconds after the first file written):"], []
+
+    def end_wave():
+        if wave:
+            last = ", ".join(f"{name[:70]} {at - start:.1f}" for at, name in wave[-named:])
+            middle = wave[len(wave) // 2][0] - start
+            lines.append(f"  {wave[0][0] - start:7.1f} to {wave[-1][0] - start:.1f}: {len(wave)} binaries, half by "
+                         f"{middle:.1f}; last: {last}")
+            wave.clear()
+
+    for at, what, name in events:
+        if what == "graph" or (wave and at - wave[-1][0] > gap):
+            end_wave()
+        if what == "graph":
+            lines.append(f"  {at - start:7.1f}: graph module {name} written")
+        else:
+            wave.append((at, name))
+    end_wave()
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) not in (2, 3) or not all(Path(folder).is_dir() for folder in sys.argv[1:]):
         print("usage: python perf/compile_census.py CACHE_DIR [TRITON_CACHE_DIR] (a TORCHINDUCTOR_CACHE_DIR and a "
@@ -100,6 +148,7 @@ def main() -> int:
           "sources (compiled once each)")
     if len(sys.argv) == 3:
         print("\n".join(binaries_report(triton_binaries(Path(sys.argv[2])), graphs)))
+        print("\n".join(timeline_report(timeline(Path(sys.argv[1]), Path(sys.argv[2])))))
     return 0
 
 

@@ -126,10 +126,43 @@ def test_the_triton_folder_is_reported_after_the_table(tmp_path, repo_root):
     command = [sys.executable, "perf/compile_census.py", str(inductor)]
     result = subprocess.run(command + [str(triton)], cwd=repo_root, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-3:] == ["1 Triton binaries of 1 kernel names",
-                                               "  graph modules' kernels: 1 binaries of 1 names (0 with more than "
-                                               "one launch configuration)",
-                                               "  names in no graph module: 0 binaries of 0 names"]
+    lines = result.stdout.splitlines()
+    report = lines.index("1 Triton binaries of 1 kernel names")
+    assert lines[report + 1:report + 3] == ["  graph modules' kernels: 1 binaries of 1 names (0 with more than one "
+                                            "launch configuration)", "  names in no graph module: 0 binaries of 0 names"]
+    assert lines[report + 3] == "compile timeline (seconds after the first file written):"  # then the timeline
+    assert "graph module 0_forward written" in lines[report + 4] and "1 binaries" in lines[report + 5]
     missing = subprocess.run(command + [str(tmp_path / "none")], cwd=repo_root, capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == 2 and missing.stderr.startswith("usage:")
+
+
+def test_the_timeline_puts_graph_modules_and_binary_waves_in_the_order_their_files_were_written(tmp_path,
+                                                                                                 census_module):
+    inductor, triton = tmp_path / "inductor", tmp_path / "triton"
+    inductor.mkdir()
+    write_graph(inductor, "aforward", "0_forward", [("triton_poi_fused_mul_0", "a")])
+    write_graph(inductor, "bbackward", "0_backward", [("triton_red_fused_sum_1", "b")])
+    base = 1_700_000_000.0
+    os.utime(inductor / "af" / "aforward.py", (base, base))
+    os.utime(inductor / "bb" / "bbackward.py", (base + 50, base + 50))
+    # the forward's binaries: three close together, one slow kernel 30 s later (its own wave); the backward's two
+    finished = [("k1", "triton_poi_fused_mul_0", 1.0), ("k2", "triton_poi_fused_mul_0", 2.5),
+                ("k3", "flex_forward", 4.0), ("k4", "flex_backward_slow", 34.0), ("k5", "triton_red_fused_sum_1", 51.0),
+                ("k6", "triton_red_fused_sum_1", 52.0)]
+    for key, name, after in finished:
+        write_binary(triton, key, name)
+        os.utime(triton / key / f"{name}.cubin", (base + after, base + after))
+    events = census_module.timeline(inductor, triton)
+    assert [(at - base, what) for at, what, _ in events] == [(0.0, "graph"), (1.0, "binary"), (2.5, "binary"),
+                                                             (4.0, "binary"), (34.0, "binary"), (50.0, "graph"),
+                                                             (51.0, "binary"), (52.0, "binary")]
+    lines = census_module.timeline_report(events, gap=2.0, named=2)
+    assert lines == ["compile timeline (seconds after the first file written):",
+                     "      0.0: graph module 0_forward written",
+                     "      1.0 to 4.0: 3 binaries, half by 2.5; last: triton_poi_fused_mul_0 2.5, flex_forward 4.0",
+                     "     34.0 to 34.0: 1 binaries, half by 34.0; last: flex_backward_slow 34.0",
+                     "     50.0: graph module 0_backward written",
+                     "     51.0 to 52.0: 2 binaries, half by 52.0; last: triton_red_fused_sum_1 51.0, "
+                     "triton_red_fused_sum_1 52.0"]
+    assert census_module.timeline_report([]) == []
