@@ -10,7 +10,7 @@ graphs they are. With the run's TRITON_CACHE_DIR (filled from empty too), also t
 kernel and launch configuration, so a census kernel with several is one that inductor timed in several
 configurations, and a name in no graph module is a kernel no loaded graph launches (or one of the script's own);
 then the compile's timeline from the files' times: when each graph module was written and when its binaries were
-done, which tells a wait on many kernels from a wait on a few slow ones.
+done, which tells a wait on many kernels from a wait on a few slow ones; and the slowest builds, stage by stage.
 """
 import re
 import sys
@@ -101,7 +101,7 @@ def timeline(cache_dir: Path, triton_dir: Path) -> list[tuple[float, str, str]]:
     return sorted(events, key=lambda event: (event[0], event[1] != "graph"))  # a graph before its binaries
 
 
-def timeline_report(events: list[tuple[float, str, str]], gap: float = 2.0, named: int = 3) -> list[str]:
+def timeline_report(events: list[tuple[float, str, str]], gap: float = 2.0, named: int = 6) -> list[str]:
     """The cold start's compile as it ran, in seconds after the first file: each graph module, and between them the
     binaries in waves (each finished less than `gap` seconds after the one before), with the last few of each wave
     named. A wave whose end trails far behind most of its binaries waits on a few slow kernels, not on the
@@ -129,6 +129,33 @@ def timeline_report(events: list[tuple[float, str, str]], gap: float = 2.0, name
     return lines
 
 
+STAGES = (".ttir", ".ttgir", ".llir", ".ptx", ".cubin")  # Triton writes each stage's file to its cache as it ends
+
+
+def build_seconds(triton_dir: Path) -> list[tuple[float, str, list[float]]]:
+    """(seconds from the .ttir to the .cubin, kernel name, seconds of each later stage) of every binary, slowest
+    first: the stages are Triton's GPU passes (.ttgir), the lowering to LLVM (.llir), LLVM's PTX (.ptx) and ptxas
+    (.cubin). Entries without all five files (another backend, a failed build) are left out."""
+    builds = []
+    for cubin in triton_dir.rglob("*.cubin"):
+        files = [cubin.with_suffix(suffix) for suffix in STAGES]
+        if all(path.exists() for path in files):
+            times = [path.stat().st_mtime for path in files]
+            builds.append((times[-1] - times[0], cubin.stem, [b - a for a, b in zip(times, times[1:])]))
+    return sorted(builds, key=lambda build: -build[0])
+
+
+def slowest_builds_report(builds: list[tuple[float, str, list[float]]], listed: int = 10) -> list[str]:
+    if not builds:
+        return []
+    total = sum(seconds for seconds, _, _ in builds)
+    lines = [f"Triton builds: {total:.1f} s in all, {len(builds)} binaries; the slowest (seconds: all, then "
+             f"{', '.join(suffix[1:] for suffix in STAGES[1:])}):"]
+    for seconds, name, stages in builds[:listed]:
+        lines.append(f"  {seconds:6.1f}  {' '.join(f'{stage:5.1f}' for stage in stages)}  {name}")
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) not in (2, 3) or not all(Path(folder).is_dir() for folder in sys.argv[1:]):
         print("usage: python perf/compile_census.py CACHE_DIR [TRITON_CACHE_DIR] (a TORCHINDUCTOR_CACHE_DIR and a "
@@ -149,6 +176,7 @@ def main() -> int:
     if len(sys.argv) == 3:
         print("\n".join(binaries_report(triton_binaries(Path(sys.argv[2])), graphs)))
         print("\n".join(timeline_report(timeline(Path(sys.argv[1]), Path(sys.argv[2])))))
+        print("\n".join(slowest_builds_report(build_seconds(Path(sys.argv[2])))))
     return 0
 
 

@@ -166,3 +166,27 @@ def test_the_timeline_puts_graph_modules_and_binary_waves_in_the_order_their_fil
                      "     51.0 to 52.0: 2 binaries, half by 52.0; last: triton_red_fused_sum_1 51.0, "
                      "triton_red_fused_sum_1 52.0"]
     assert census_module.timeline_report([]) == []
+
+
+def test_build_seconds_come_from_the_stage_files_and_the_slowest_are_listed_first(tmp_path, census_module):
+    base = 1_700_000_000.0
+    for key, name, stage_ends in [("k1", "quick_kernel", [0, 0.5, 0.7, 1.0, 1.5]),
+                                  ("k2", "slow_ptxas_kernel", [3, 4, 5, 6, 76]),
+                                  ("k3", "slow_llvm_kernel", [1, 2, 3, 33, 34])]:
+        write_binary(tmp_path, key, name)
+        for suffix, after in zip(census_module.STAGES, stage_ends):
+            path = tmp_path / key / f"{name}{suffix}"
+            path.touch()
+            os.utime(path, (base + after, base + after))
+    (tmp_path / "k4").mkdir()  # a failed build: no binary
+    (tmp_path / "k4" / "broken.ttir").write_text("")
+    builds = census_module.build_seconds(tmp_path)
+    assert [(name, round(seconds, 3)) for seconds, name, _ in builds] == [
+        ("slow_ptxas_kernel", 73.0), ("slow_llvm_kernel", 33.0), ("quick_kernel", 1.5)]
+    assert [round(stage, 3) for stage in builds[0][2]] == [1.0, 1.0, 1.0, 70.0]
+    lines = census_module.slowest_builds_report(builds, listed=2)
+    assert lines == ["Triton builds: 107.5 s in all, 3 binaries; the slowest (seconds: all, then ttgir, llir, ptx, "
+                     "cubin):",
+                     "    73.0    1.0   1.0   1.0  70.0  slow_ptxas_kernel",
+                     "    33.0    1.0   1.0  30.0   1.0  slow_llvm_kernel"]
+    assert census_module.slowest_builds_report([]) == []
