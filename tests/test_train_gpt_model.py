@@ -84,6 +84,41 @@ def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, wind
         assert torch.equal(partial, any_allowed & ~all_allowed), window
 
 
+@pytest.mark.parametrize("seed, blocks, doc_lengths, windows", CASES)
+def test_block_mask_holds_what_flexattentions_own_constructor_derives(seed, blocks, doc_lengths, windows):
+    """block_mask builds the key-side rows and the query-side rows (which the backward reads) itself, each by the
+    opaque block_rows: tensor for tensor, what BlockMask.from_kv_blocks derives from argsorted key-side rows."""
+    from torch.nn.attention.flex_attention import BlockMask
+    docs = (random_tokens(seed, blocks * BLOCK_SIZE, doc_lengths) == EOT_TOKEN).cumsum(0)
+    for window in windows:
+        window_blocks = torch.tensor(window, dtype=torch.int32)
+        ours = train_gpt.block_mask(docs, window_blocks)
+        any_pair, full = train_gpt.block_relations(docs, window_blocks)
+
+        def argsorted(blocks):
+            indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
+            return blocks.sum(-1, dtype=torch.int32)[None, None], indices.to(torch.int32)[None, None]
+
+        theirs = BlockMask.from_kv_blocks(*argsorted(any_pair & ~full), *argsorted(full), BLOCK_SIZE=BLOCK_SIZE,
+                                          mask_mod=ours.mask_mod)
+        for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
+                     "q_indices", "full_q_num_blocks", "full_q_indices"):
+            mine, torchs = getattr(ours, name), getattr(theirs, name)
+            assert mine.dtype == torchs.dtype and torch.equal(mine, torchs), (window, name)
+        assert ours.seq_lengths == theirs.seq_lengths and ours.BLOCK_SIZE == theirs.BLOCK_SIZE
+
+
+def test_block_rows_put_each_rows_blocks_first_in_order_then_the_other_columns():
+    blocks = torch.tensor([[False, True, False, True], [False, False, False, False], [True, True, True, True]])
+    counts, indices = train_gpt.block_rows(blocks)
+    assert counts.tolist() == [[[2, 0, 4]]] and counts.dtype == indices.dtype == torch.int32
+    assert indices.tolist() == [[[[1, 3, 0, 2], [0, 1, 2, 3], [0, 1, 2, 3]]]]
+    # an opaque op inside compiled code (its fake shapes, a transposed view as input)
+    torch.library.opcheck(train_gpt.block_rows, (torch.rand(6, 5) < 0.5,))
+    compiled = torch.compile(lambda b: train_gpt.block_rows(b.T), fullgraph=True, dynamic=False)(blocks)
+    assert all(torch.equal(a, b) for a, b in zip(compiled, train_gpt.block_rows(blocks.T)))
+
+
 def test_block_relations_any_and_all():
     # 5 blocks; documents start at tokens 0, 200 and 600: doc 2 covers all of blocks 2 and 3
     tokens = torch.zeros(5 * BLOCK_SIZE, dtype=torch.long)
