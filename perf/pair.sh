@@ -14,7 +14,7 @@ limit=${PAIR_LIMIT:-540}
 pack() {  # job folder: tracebacks kept, consoles deleted, the folder as a .tgz next to it
     local folder=$1 console
     for console in $(find "$folder" -name '*.out'); do
-        grep -B2 -A12 -m1 Traceback "$console" > "$console.err" || rm -f "$console.err"
+        grep -B2 -A40 -m1 Traceback "$console" > "$console.err" || rm -f "$console.err"
         rm -f "$console"
     done
     tar czf "$folder.tgz" -C "$(dirname "$folder")" "$(basename "$folder")" && rm -rf "$folder"
