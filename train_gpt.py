@@ -103,9 +103,6 @@ class Hyperparameters:
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model")
-    compile_blocks: bool = setting(False, "compile each block, the embeddings and the head instead of the whole "
-                                          "model, for quick experiments: one graph per kind of block (on the H200 "
-                                          "proxy: cold start 75 s instead of 211 s, steps ~10% slower)")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
@@ -1438,27 +1435,6 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     return log
 
 
-def compiled(raw_model: GPT, args: Hyperparameters, backend="inductor") -> nn.Module:
-    """The model as the run calls it: compiled whole, compiled region by region (--compile_blocks: each block, the
-    embeddings and the head on their own; the skips and masks run eagerly) or not at all."""
-    if not args.compile:
-        return raw_model
-    if not args.compile_blocks:
-        return torch.compile(raw_model, dynamic=False, backend=backend)
-    # each kind of block is traced for training and again for validation's shape: 8 graphs of Block.forward, dynamo's
-    # default limit, past which (a new kind of block) it would run the rest eagerly, FlexAttention unfused. Room for
-    # more kinds, and an error rather than that fallback
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
-    for block in raw_model.blocks:
-        block.compile(dynamic=False, backend=backend)
-    # the embeddings and the head are regions too: eager, the embedding backward is slow and the eval head's
-    # softcapped cross entropy materialises fp32 tokens x vocabulary tensors (132 GB at 262K validation tokens)
-    raw_model.embedded = torch.compile(raw_model.embedded, dynamic=False, backend=backend)
-    raw_model.head_loss = torch.compile(raw_model.head_loss, dynamic=False, backend=backend)
-    return raw_model
-
-
 def load_compile_cache(path: str) -> str | None:
     """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
     so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
@@ -1714,7 +1690,7 @@ def main():
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)
-    model = compiled(raw_model, args)
+    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step

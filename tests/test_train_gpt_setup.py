@@ -152,43 +152,6 @@ def test_communication_overlap_of_a_profile(script):
     assert script.communication_overlap([kernel_event("nvjet_gemm", 0, 10)]) is None  # one process: no NCCL
 
 
-def test_compile_blocks_compiles_one_graph_per_kind_of_block_and_computes_the_same_loss():
-    """Regional compilation (--compile_blocks): the 12 blocks are 4 kinds for dynamo (the first, whose stream is
-    still x0; attention with value embeddings; attention without; no attention), so the forward compiles 6 graphs:
-    one per kind of block, each reused by every layer of its kind, the embeddings and the head; no region breaks
-    its graph. Validation (no autograd, another length) traces all 6 again: 12 graphs, 8 of Block.forward, at
-    dynamo's default limit per function. The losses are the uncompiled model's."""
-    graphs = []
-
-    def recording_backend(graph, example_inputs):
-        graphs.append(graph)
-        return graph.forward
-
-    torch._dynamo.reset()
-    args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256,
-                                     device="cpu", compile_blocks=True)
-    torch.manual_seed(0)
-    model = train_gpt.GPT(args)
-    reference = train_gpt.GPT(args)
-    reference.load_state_dict(model.state_dict())
-    tokens = torch.randint(0, 1000, (257,), generator=torch.Generator().manual_seed(1))
-    tokens[[0, 100]] = train_gpt.EOT_TOKEN
-    inputs, targets, window = tokens[:-1], tokens[1:], torch.tensor(2)
-    assert train_gpt.compiled(model, args, backend=recording_backend) is model
-    loss = model(inputs, targets, window)
-    assert len(graphs) == 6
-    loss.backward()
-    torch.testing.assert_close(loss, reference(inputs, targets, window))
-    assert model.blocks[0].attn.qkvo_w.grad is not None and model.lm_head_w.grad is not None
-    with torch.no_grad():
-        val_tokens = tokens[:129]
-        val_loss = model(val_tokens[:-1], val_tokens[1:], window)
-        torch.testing.assert_close(val_loss, reference(val_tokens[:-1], val_tokens[1:], window))
-    assert len(graphs) == 12
-    torch._dynamo.reset()
-
-
-
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_the_model_is_built_on_the_default_device(script):
     """main builds the model under `with torch.device(device)`, so every parameter and buffer that GPT creates must
