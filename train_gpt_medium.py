@@ -945,18 +945,22 @@ def save_compile_cache(path: str) -> str | None:
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
 
 
-def compile_phases(count: int = 30) -> str:
-    """The compiler's own seconds per phase so far (torch._dynamo's timers, nested phases overlap), longest first:
-    where a cold start's compile goes."""
+def compiler_seconds() -> dict[str, float]:
+    """The compiler's own seconds per phase so far (torch._dynamo's timers, one total per phase; nested phases
+    overlap)."""
     names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
-    longest = sorted(zip(names, map(float, seconds)), key=lambda item: -item[1])[:count]
+    return dict(zip(names, map(float, seconds)))
+
+
+def compile_phases(count: int = 30) -> str:
+    """compiler_seconds, longest first: where a cold start's compile goes."""
+    longest = sorted(compiler_seconds().items(), key=lambda item: -item[1])[:count]
     return ", ".join(f"{name} {value:.1f}" for name, value in longest)
 
 
 def compiling_seconds() -> float:
-    """Seconds the compiler has spent so far (torch._dynamo's timer around each frame it compiles)."""
-    names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
-    return sum(float(value) for name, value in zip(names, seconds) if name == "_compile.compile_inner")
+    """Seconds the compiler has spent so far (the phase around each frame it compiles)."""
+    return compiler_seconds().get("_compile.compile_inner", 0.0)
 
 
 class WarmupLaps:
