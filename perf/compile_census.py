@@ -71,9 +71,14 @@ def census(graphs: dict[str, dict[str, str]]) -> list[dict]:
     return rows
 
 
+def binary_files(triton_dir: Path) -> list[Path]:
+    """Each binary Triton built: a .cubin, or a .hsaco on AMD, in each cache entry."""
+    return [path for pattern in ("*.cubin", "*.hsaco") for path in triton_dir.rglob(pattern)]
+
+
 def triton_binaries(triton_dir: Path) -> Counter:
-    """Kernel name -> how many binaries Triton built for it (a .cubin, or a .hsaco on AMD, in each cache entry)."""
-    return Counter(path.stem for pattern in ("*.cubin", "*.hsaco") for path in triton_dir.rglob(pattern))
+    """Kernel name -> how many binaries Triton built for it."""
+    return Counter(path.stem for path in binary_files(triton_dir))
 
 
 def binaries_report(binaries: Counter, graphs: dict[str, dict[str, str]], listed: int = 20) -> list[str]:
@@ -96,8 +101,7 @@ def timeline(cache_dir: Path, triton_dir: Path) -> list[tuple[float, str, str]]:
     order. Inductor writes a graph's module once its kernels are submitted to the compile workers, and waits for
     them before lowering the next graph; a binary's file is written when its compile ends."""
     events = [(path.stat().st_mtime, "graph", graph_id) for path, graph_id, _ in graph_module_files(cache_dir)]
-    events += [(path.stat().st_mtime, "binary", path.stem) for pattern in ("*.cubin", "*.hsaco")
-               for path in triton_dir.rglob(pattern)]
+    events += [(path.stat().st_mtime, "binary", path.stem) for path in binary_files(triton_dir)]
     return sorted(events, key=lambda event: (event[0], event[1] != "graph"))  # a graph before its binaries
 
 
