@@ -825,40 +825,49 @@ def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor
 
 @torch.library.custom_op("nanogpt::block_rows", mutates_args=())
 def block_rows(blocks: Tensor) -> tuple[Tensor, Tensor]:
-    """A (rows x columns) block matrix as FlexAttention's BlockMask holds it: each row's count of blocks, and their
-    column indices, ascending, then the other columns (a stable descending argsort of the row). An opaque op, so that
-    the argsort runs as torch's sort kernel: compiled, inductor fused the forward's argsorts into one Triton kernel
-    whose build took 77.6 s of a 190-s cold start (68 s in Triton's passes over its sorting networks)."""
+    """Block matrices (... x rows x columns) as FlexAttention's BlockMask holds them: each row's count of blocks, and
+    their column indices, ascending, then the other columns (a stable descending argsort of the row). An opaque op, so
+    that the argsort runs as torch's sort kernel: compiled, inductor fused the forward's argsorts into one Triton
+    kernel whose build took 77.6 s of a 190-s cold start (68 s in Triton's passes over its sorting networks)."""
     indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
-    return blocks.sum(-1, dtype=torch.int32)[None, None], indices.to(torch.int32).contiguous()[None, None]
+    return blocks.sum(-1, dtype=torch.int32), indices.to(torch.int32).contiguous()
 
 
 @block_rows.register_fake
 def _(blocks):
-    rows, cols = blocks.shape
-    return blocks.new_empty(1, 1, rows, dtype=torch.int32), blocks.new_empty(1, 1, rows, cols, dtype=torch.int32)
+    return blocks.new_empty(blocks.shape[:-1], dtype=torch.int32), blocks.new_empty(blocks.shape, dtype=torch.int32)
 
 
-def block_mask(docs: Tensor, window_blocks: Tensor) -> BlockMask:
-    """FlexAttention mask from block-level matrices; compiled kernels evaluate mask_mod on partial blocks only.
-    mask_mod still states the whole rule (window included): uncompiled flex_attention ignores the blocks."""
-    any_pair, full = block_relations(docs, window_blocks)
-    partial = any_pair & ~full
+def block_masks(docs: Tensor, windows: list[Tensor]) -> list[BlockMask]:
+    """A FlexAttention mask per window (in blocks) from block-level matrices; compiled kernels evaluate mask_mod on
+    partial blocks only. The rows of every mask, key side and query side (the backward's), come from one block_rows
+    call: one sort a step, where one call per matrix cost 0.5-0.7 ms a step in eager launches."""
+    matrices = []
+    for window_blocks in windows:
+        any_pair, full = block_relations(docs, window_blocks)
+        partial = any_pair & ~full
+        matrices += [partial, full, partial.T, full.T]
+    counts, indices = block_rows(torch.stack(matrices))
+    rows = [(counts[i][None, None], indices[i][None, None]) for i in range(len(matrices))]
+    return [mask_from_rows(docs, window_blocks, *rows[4 * i:4 * i + 4]) for i, window_blocks in enumerate(windows)]
 
+
+def mask_from_rows(docs: Tensor, window_blocks: Tensor, kv: tuple, full_kv: tuple, q: tuple,
+                   full_q: tuple) -> BlockMask:
+    """The BlockMask of one window from its rows (count, indices) of partial and full blocks, key side then query
+    side."""
     def document_causal(b, h, q_idx, kv_idx):
         in_window = q_idx // BLOCK_SIZE - kv_idx // BLOCK_SIZE < window_blocks
         return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx) & in_window
 
-    (kv_counts, kv_indices), (full_kv_counts, full_kv_indices) = block_rows(partial), block_rows(full)
-    (q_counts, q_indices), (full_q_counts, full_q_indices) = block_rows(partial.T), block_rows(full.T)
-    return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=kv_counts, kv_indices=kv_indices,
-                     full_kv_num_blocks=full_kv_counts, full_kv_indices=full_kv_indices, q_num_blocks=q_counts,
-                     q_indices=q_indices, full_q_num_blocks=full_q_counts, full_q_indices=full_q_indices,
-                     BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE), mask_mod=document_causal)
+    return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=kv[0], kv_indices=kv[1],
+                     full_kv_num_blocks=full_kv[0], full_kv_indices=full_kv[1], q_num_blocks=q[0], q_indices=q[1],
+                     full_q_num_blocks=full_q[0], full_q_indices=full_q[1], BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE),
+                     mask_mod=document_causal)
 
 
 def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
-    """The same rule as block_mask, element by element (CPU path: FlexAttention has no CPU backward)."""
+    """The same rule as block_masks, element by element (CPU path: FlexAttention has no CPU backward)."""
     any_pair, _ = block_relations(docs, window_blocks)
     per_token = any_pair.repeat_interleave(BLOCK_SIZE, 0).repeat_interleave(BLOCK_SIZE, 1)
     positions = torch.arange(docs.numel(), device=docs.device)
@@ -868,8 +877,9 @@ def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
 def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
     """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT."""
     docs = (tokens == EOT_TOKEN).cumsum(0)
-    build = block_mask if tokens.is_cuda else dense_mask
-    return dict(L=build(docs, window_blocks), S=build(docs, torch.clamp_min(window_blocks // 2, 1)))
+    windows = [window_blocks, torch.clamp_min(window_blocks // 2, 1)]
+    masks = block_masks(docs, windows) if tokens.is_cuda else [dense_mask(docs, window) for window in windows]
+    return dict(zip("LS", masks))
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:

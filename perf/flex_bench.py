@@ -62,7 +62,7 @@ def main(tracks: list[str]):
         q, k, v = (torch.randn(1, heads, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
         for window in (7, 14):  # the short and the long window at the end of training, in blocks
-            mask = script.block_mask(docs, torch.tensor(window, device="cuda"))
+            mask = script.block_masks(docs, [torch.tensor(window, device="cuda")])[0]
             results, reference = {}, None
             for name, options in OPTIONS.items():
                 try:

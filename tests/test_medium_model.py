@@ -162,7 +162,7 @@ def test_block_mask_and_dense_mask_match_brute_force(window):
     expected = brute_force_mask(docs, window)
     assert torch.equal(medium.dense_mask(docs, torch.tensor(window)), expected)
 
-    mask = medium.block_mask(docs, torch.tensor(window))
+    mask = medium.block_masks(docs, [torch.tensor(window)])[0]
     q, k = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
     per_element = mask.mask_mod(0, 0, q, k)
     built = torch.zeros(1024, 1024, dtype=torch.bool)

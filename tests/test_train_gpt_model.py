@@ -13,6 +13,7 @@ import torch.nn.functional as F
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
+import train_gpt_medium  # noqa: E402
 from train_gpt import BLOCK_SIZE, EOT_TOKEN, GPT, Hyperparameters  # noqa: E402
 
 TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256, device="cpu")
@@ -76,7 +77,7 @@ def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, wind
         expected = brute_force_mask(tokens, window)
         window_blocks = torch.tensor(window, dtype=torch.int32)
         assert torch.equal(train_gpt.dense_mask(docs, window_blocks), expected), window
-        allowed, partial, full = expand_block_mask(train_gpt.block_mask(docs, window_blocks), tokens.numel())
+        allowed, partial, full = expand_block_mask(train_gpt.block_masks(docs, [window_blocks])[0], tokens.numel())
         assert torch.equal(allowed, expected), window
         # exactly the blocks with some allowed pair are visited, and mask_mod is skipped exactly where all are
         all_allowed, any_allowed = per_block(expected, torch.all), per_block(expected, torch.any)
@@ -84,16 +85,16 @@ def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, wind
         assert torch.equal(partial, any_allowed & ~all_allowed), window
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
 @pytest.mark.parametrize("seed, blocks, doc_lengths, windows", CASES)
-def test_block_mask_holds_what_flexattentions_own_constructor_derives(seed, blocks, doc_lengths, windows):
-    """block_mask builds the key-side rows and the query-side rows (which the backward reads) itself, each by the
-    opaque block_rows: tensor for tensor, what BlockMask.from_kv_blocks derives from argsorted key-side rows."""
+def test_block_masks_hold_what_flexattentions_own_constructor_derives(script, seed, blocks, doc_lengths, windows):
+    """Both tracks build every window's key-side rows and query-side rows (which the backward reads) in one
+    block_rows call: tensor for tensor, what BlockMask.from_kv_blocks derives from argsorted key-side rows."""
     from torch.nn.attention.flex_attention import BlockMask
     docs = (random_tokens(seed, blocks * BLOCK_SIZE, doc_lengths) == EOT_TOKEN).cumsum(0)
-    for window in windows:
-        window_blocks = torch.tensor(window, dtype=torch.int32)
-        ours = train_gpt.block_mask(docs, window_blocks)
-        any_pair, full = train_gpt.block_relations(docs, window_blocks)
+    window_list = [torch.tensor(window, dtype=torch.int32) for window in windows]
+    for window_blocks, ours in zip(window_list, script.block_masks(docs, window_list), strict=True):
+        any_pair, full = script.block_relations(docs, window_blocks)
 
         def argsorted(blocks):
             indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
@@ -104,19 +105,22 @@ def test_block_mask_holds_what_flexattentions_own_constructor_derives(seed, bloc
         for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
                      "q_indices", "full_q_num_blocks", "full_q_indices"):
             mine, torchs = getattr(ours, name), getattr(theirs, name)
-            assert mine.dtype == torchs.dtype and torch.equal(mine, torchs), (window, name)
+            assert mine.dtype == torchs.dtype and torch.equal(mine, torchs), (int(window_blocks), name)
         assert ours.seq_lengths == theirs.seq_lengths and ours.BLOCK_SIZE == theirs.BLOCK_SIZE
 
 
-def test_block_rows_put_each_rows_blocks_first_in_order_then_the_other_columns():
-    blocks = torch.tensor([[False, True, False, True], [False, False, False, False], [True, True, True, True]])
-    counts, indices = train_gpt.block_rows(blocks)
-    assert counts.tolist() == [[[2, 0, 4]]] and counts.dtype == indices.dtype == torch.int32
-    assert indices.tolist() == [[[[1, 3, 0, 2], [0, 1, 2, 3], [0, 1, 2, 3]]]]
-    # an opaque op inside compiled code (its fake shapes, a transposed view as input)
-    torch.library.opcheck(train_gpt.block_rows, (torch.rand(6, 5) < 0.5,))
-    compiled = torch.compile(lambda b: train_gpt.block_rows(b.T), fullgraph=True, dynamic=False)(blocks)
-    assert all(torch.equal(a, b) for a, b in zip(compiled, train_gpt.block_rows(blocks.T)))
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
+def test_block_rows_put_each_rows_blocks_first_in_order_then_the_other_columns(script):
+    blocks = torch.tensor([[[False, True, False, True], [False, False, False, False], [True, True, True, True]],
+                           [[True, False, False, False], [False, False, True, True], [False, True, False, False]]])
+    counts, indices = script.block_rows(blocks)
+    assert counts.tolist() == [[2, 0, 4], [1, 2, 1]] and counts.dtype == indices.dtype == torch.int32
+    assert indices.tolist() == [[[1, 3, 0, 2], [0, 1, 2, 3], [0, 1, 2, 3]],
+                                [[0, 1, 2, 3], [2, 3, 0, 1], [1, 0, 2, 3]]]
+    # an opaque op inside compiled code (its fake shapes, a stack of transposed views as input)
+    torch.library.opcheck(script.block_rows, (torch.rand(3, 6, 5) < 0.5,))
+    compiled = torch.compile(lambda b: script.block_rows(b.mT), fullgraph=True, dynamic=False)(blocks)
+    assert all(torch.equal(a, b) for a, b in zip(compiled, script.block_rows(blocks.mT)))
 
 
 def test_block_relations_any_and_all():
@@ -158,7 +162,7 @@ def test_flex_attention_with_block_mask_equals_dense_path(seed, doc_lengths, win
     window_blocks = torch.tensor(window, dtype=torch.int32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
-        flex = train_gpt.attend(q, k, v, train_gpt.block_mask(docs, window_blocks), 0.12)
+        flex = train_gpt.attend(q, k, v, train_gpt.block_masks(docs, [window_blocks])[0], 0.12)
     dense = train_gpt.attend(q, k, v, train_gpt.dense_mask(docs, window_blocks), 0.12)
     assert flex.shape == dense.shape == (1, n, 2, 32)
     torch.testing.assert_close(flex, dense, rtol=1e-5, atol=1e-5)
