@@ -399,15 +399,16 @@ class FP8MLP(torch.autograd.Function):
         x_f8, fc_f8, proj_f8, h, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
         step = ctx.row_step
         grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
+        # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens
         grad_a = scaled_mm(grad_y_f8, proj_f8.T.contiguous().T, grad_y_scale, proj_scale, torch.bfloat16,
-                           fast_accum=False)
+                           fast_accum=True)
         grad_h_scale = float8_scale(relu_square_grad(h[::step], grad_a[::step]), torch.float8_e5m2, step)
         a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(h, grad_a, a_scale, grad_h_scale)
         grad_proj = scaled_mm(grad_y_f8.T.contiguous(), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
                               fast_accum=False)
         grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,
                             fast_accum=False)
-        grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=False)
+        grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=True)
         return grad_x, grad_fc, grad_proj, None
 
 

@@ -528,6 +528,27 @@ def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_s
     assert 1e-4 < (out.float() - exact).norm() / exact.norm() < 0.15  # rounded, but the same function
 
 
+def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(monkeypatch):
+    """The forward and grad_a / grad_x (sums over model_dim and the hidden width) take the tensor cores' fast
+    accumulation; the weight gradients, sums over every token, keep the precise one."""
+    calls = []
+
+    def recording_scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum):
+        calls.append((tuple(a.shape), tuple(b.shape), fast_accum))
+        return scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum)
+
+    scaled_mm = train_gpt.scaled_mm
+    monkeypatch.setattr(train_gpt, "scaled_mm", recording_scaled_mm)
+    x, fc_w = mlp_inputs(1)
+    _, proj_w = mlp_inputs(2)
+    x, fc_w, proj_w = (t.clone().requires_grad_(True) for t in (x, fc_w, proj_w))
+    train_gpt.FP8MLP.apply(x, fc_w, proj_w, 1).float().sum().backward()
+    tokens, dim, hidden = x.shape[0], x.shape[1], fc_w.shape[1]
+    assert calls == [((tokens, dim), (dim, hidden), True), ((tokens, hidden), (hidden, dim), True),  # forward
+                     ((tokens, dim), (dim, hidden), True),  # grad_a
+                     ((dim, tokens), (tokens, hidden), False), ((dim, tokens), (tokens, hidden), False),  # weights
+                     ((tokens, hidden), (hidden, dim), True)]  # grad_x
+
 def relu_square_case(rows, cols, seed):
     gen = torch.Generator().manual_seed(seed)
     h = torch.randn(rows, cols, generator=gen).bfloat16()
