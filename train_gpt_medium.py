@@ -550,21 +550,21 @@ def block_masks(docs: Tensor, windows: list[Tensor]) -> list[BlockMask]:
         partial = any_pair & ~full
         matrices += [partial, full, partial.T, full.T]
     counts, indices = block_rows(torch.stack(matrices))
-    rows = [(counts[i][None, None], indices[i][None, None]) for i in range(len(matrices))]
-    return [mask_from_rows(docs, window_blocks, *rows[4 * i:4 * i + 4]) for i, window_blocks in enumerate(windows)]
+    counts, indices = counts[:, None, None], indices[:, None, None]  # BlockMask's (batch, heads) dims
+    return [mask_from_rows(docs, window_blocks, counts[4 * i:4 * i + 4], indices[4 * i:4 * i + 4])
+            for i, window_blocks in enumerate(windows)]
 
 
-def mask_from_rows(docs: Tensor, window_blocks: Tensor, kv: tuple, full_kv: tuple, q: tuple,
-                   full_q: tuple) -> BlockMask:
-    """The BlockMask of one window from its rows (count, indices) of partial and full blocks, key side then query
-    side."""
+def mask_from_rows(docs: Tensor, window_blocks: Tensor, counts: Tensor, indices: Tensor) -> BlockMask:
+    """The BlockMask of one window from the counts and indices of its four row sets: partial and full blocks, key
+    side, then partial and full blocks, query side."""
     def document_causal(b, h, q_idx, kv_idx):
         return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
 
-    return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=kv[0], kv_indices=kv[1],
-                     full_kv_num_blocks=full_kv[0], full_kv_indices=full_kv[1], q_num_blocks=q[0], q_indices=q[1],
-                     full_q_num_blocks=full_q[0], full_q_indices=full_q[1], BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE),
-                     mask_mod=document_causal)
+    return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=counts[0], kv_indices=indices[0],
+                     full_kv_num_blocks=counts[1], full_kv_indices=indices[1], q_num_blocks=counts[2],
+                     q_indices=indices[2], full_q_num_blocks=counts[3], full_q_indices=indices[3],
+                     BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE), mask_mod=document_causal)
 
 
 def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
