@@ -6,6 +6,11 @@ import os
 # Before anything imports triton: its @triton.jit kernels then run in the CPU interpreter, so the
 # kernel tests can launch train_gpt.py's Triton kernels on CPU tensors.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Under pytest-xdist (the README's -n auto) each worker's torch, and the scripts it starts, get an equal share of the
+# cores instead of all of them each; set before torch loads, which reads it once.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
 from pathlib import Path  # noqa: E402
 
