@@ -497,6 +497,13 @@ def test_float8_scale_from_sampled_rows_has_headroom_and_saturates_an_outlier_ou
     assert torch.equal(train_gpt.to_float8_scaled(x, dtype, row_step=1)[1], amax_scale(x, dtype))
 
 
+def fp8_mlp_leaves():
+    """FP8MLP's inputs as leaf tensors that take gradients: x, fc_w, proj_w."""
+    x, fc_w = mlp_inputs(1)
+    _, proj_w = mlp_inputs(2)
+    return tuple(t.clone().requires_grad_(True) for t in (x, fc_w, proj_w))
+
+
 def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
     """FP8MLP's output and gradients step by step on the float8 grids of amax scales: y, grad_x, grad_fc, grad_proj."""
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -514,9 +521,7 @@ def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
 
 @pytest.mark.parametrize("row_step", [1, 16])
 def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_step):
-    x, fc_w = mlp_inputs(1)
-    _, proj_w = mlp_inputs(2)
-    x, fc_w, proj_w = (t.clone().requires_grad_(True) for t in (x, fc_w, proj_w))
+    x, fc_w, proj_w = fp8_mlp_leaves()
     out = train_gpt.FP8MLP.apply(x, fc_w, proj_w, row_step)
     grad_y = (torch.randn(out.shape, generator=torch.Generator().manual_seed(2)) * 1e-3).bfloat16()
     out.backward(grad_y)
@@ -539,15 +544,14 @@ def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(monkeypatch):
 
     scaled_mm = train_gpt.scaled_mm
     monkeypatch.setattr(train_gpt, "scaled_mm", recording_scaled_mm)
-    x, fc_w = mlp_inputs(1)
-    _, proj_w = mlp_inputs(2)
-    x, fc_w, proj_w = (t.clone().requires_grad_(True) for t in (x, fc_w, proj_w))
+    x, fc_w, proj_w = fp8_mlp_leaves()
     train_gpt.FP8MLP.apply(x, fc_w, proj_w, 1).float().sum().backward()
     tokens, dim, hidden = x.shape[0], x.shape[1], fc_w.shape[1]
     assert calls == [((tokens, dim), (dim, hidden), True), ((tokens, hidden), (hidden, dim), True),  # forward
                      ((tokens, dim), (dim, hidden), True),  # grad_a
                      ((dim, tokens), (tokens, hidden), False), ((dim, tokens), (tokens, hidden), False),  # weights
                      ((tokens, hidden), (hidden, dim), True)]  # grad_x
+
 
 def relu_square_case(rows, cols, seed):
     gen = torch.Generator().manual_seed(seed)
