@@ -1,10 +1,12 @@
 """FlexAttention forward + backward time of each track's attention shape under several kernel_options, with the
 track's own document-causal sliding-window block masks over real proxy documents (run on a GPU).
 
-python perf/flex_bench.py [short|medium ...]  ->  one line per (track, window, options) with milliseconds, then the
-fastest per row (both tracks when none is named; each option set compiles, ~10-20 s). The first forward's and
-backward's seconds include their compiles: with empty caches (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR set to new
-folders) they are the cold compile times of the attention kernels, a candidate for the cold start's critical path.
+python perf/flex_bench.py [short|medium ...] [--options=default,flash]  ->  one line per (track, window, options) with
+milliseconds, then the fastest per row (both tracks and all option sets when none is named; each option set compiles,
+~10-20 s). "flash" is torch's FlashAttention-4 backend (CuTe-DSL kernels; needs the flash-attn-4 package). The first
+forward's and backward's seconds include their compiles: with empty caches (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR
+set to new folders) they are the cold compile times of the attention kernels, a candidate for the cold start's critical
+path.
 Each option set must give the same output as the default (checked) before its time counts.
 """
 import glob
@@ -29,6 +31,7 @@ OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the defa
     "bwd 64x128/128x64": {"BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64},
     "bwd 32x128/128x32": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32},
     "warps 4 stages 3": {"num_warps": 4, "num_stages": 3},
+    "flash": {"BACKEND": "FLASH"},
 }
 SHAPES = {"short": ("track 1", short, 48 * 1024, 6), "medium": ("track 2", medium, 64 * 1024, 8)}  # tokens, heads
 
@@ -55,7 +58,7 @@ def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor, float, 
     return ms, out, forward_s, backward_s
 
 
-def main(tracks: list[str]):
+def main(tracks: list[str], option_names: list[str]):
     torch.manual_seed(0)
     for track, script, tokens, heads in (SHAPES[name] for name in tracks or SHAPES):
         docs = (proxy_tokens(tokens) == script.EOT_TOKEN).cumsum(0)
@@ -64,11 +67,13 @@ def main(tracks: list[str]):
         for window in (7, 14):  # the short and the long window at the end of training, in blocks
             mask = script.block_masks(docs, [torch.tensor(window, device="cuda")])[0]
             results, reference = {}, None
-            for name, options in OPTIONS.items():
+            for name in option_names:
+                options = OPTIONS[name]
                 try:
                     ms, out, forward_s, backward_s = time_attention(q, k, v, mask, options)
                 except Exception as error:  # an option set the template refuses: say so and go on
-                    print(f"{track} window {window}: {name}: not run ({type(error).__name__})")
+                    reason = (str(error).strip().splitlines() or [""])[-1][:300]
+                    print(f"{track} window {window}: {name}: not run ({type(error).__name__}: {reason})")
                     continue
                 reference = out if reference is None else reference
                 same = torch.allclose(out.float(), reference.float(), atol=2e-2, rtol=2e-2)
@@ -76,10 +81,16 @@ def main(tracks: list[str]):
                       f"first forward {forward_s:.1f} s, first backward {backward_s:.1f} s")
                 if same:
                     results[name] = ms
+            if not results:
+                continue
             best = min(results, key=results.get)
             print(f"== {track} window {window}: fastest {best} {results[best]:.3f} ms vs default "
                   f"{results.get('default', float('nan')):.3f} ms")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    chosen = [arg.split("=", 1)[1].split(",") for arg in sys.argv[1:] if arg.startswith("--options=")]
+    unknown = set(chosen[0] if chosen else []) - set(OPTIONS)
+    if unknown:
+        sys.exit(f"error: unknown option sets {sorted(unknown)}; choose from {', '.join(OPTIONS)}")
+    main([arg for arg in sys.argv[1:] if not arg.startswith("--")], chosen[0] if chosen else list(OPTIONS))
