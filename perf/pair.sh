@@ -2,9 +2,10 @@
 # Two jobs side by side in one device call, job i on GPU i, each packed as soon as it ends: a device call returns at
 # most 8 files and stops at its time limit, which in session 10 lost one job's logs to the file count and another's
 # to the limit. Each job is a shell command; it sees JOB_OUT (its folder under OUT) and AB_GPU_IDS / GPU (its GPU).
-# When it ends, or when PAIR_LIMIT seconds have passed (default 540, under the 600-s limit of a call), the first
-# traceback of each console file (*.out) is kept as *.out.err, the consoles are deleted, and the folder becomes
-# OUT/jobI.tgz; the job's own output is OUT/jobI.txt. Usage:
+# When it ends, or when PAIR_LIMIT seconds have passed (default 540, under the 600-s limit of a call), each console
+# file (*.out) with a traceback leaves *.out.err: its first traceback (300 lines of at most 300 characters) and its
+# last 20 lines, where the error that ended it is (a 40-line cut lost one in session 19). The consoles are deleted,
+# and the folder becomes OUT/jobI.tgz; the job's own output is OUT/jobI.txt. Usage:
 #   bash perf/pair.sh OUT 'bash perf/ab.sh short $JOB_OUT "--seed=0"' 'python perf/muon_bench.py > $JOB_OUT/b.txt'
 set -uo pipefail
 out=${1:?output folder}; shift
@@ -14,7 +15,12 @@ limit=${PAIR_LIMIT:-540}
 pack() {  # job folder: tracebacks kept, consoles deleted, the folder as a .tgz next to it
     local folder=$1 console
     for console in $(find "$folder" -name '*.out'); do
-        grep -B2 -A40 -m1 Traceback "$console" > "$console.err" || rm -f "$console.err"
+        grep -q Traceback "$console" || { rm -f "$console"; continue; }
+        {  # the first traceback from its start (300 lines), then the console's end, where the error that ended it is
+            awk '/Traceback/ && !seen {seen = 1} seen && n < 300 {print substr($0, 1, 300); n++}' "$console"
+            echo "... the console's last 20 lines:"
+            tail -n 20 "$console" | cut -c1-300
+        } > "$console.err"
         rm -f "$console"
     done
     tar czf "$folder.tgz" -C "$(dirname "$folder")" "$(basename "$folder")" && rm -rf "$folder"

@@ -13,9 +13,11 @@ def run_pair(repo_root, out, *jobs, limit="30"):
 
 def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp_path, repo_root):
     out = tmp_path / "out"
+    frames = "".join(f"  File frame{i}\\n" for i in range(80))  # a deep stack, as torch.compile's are
+    long_line = "x" * 1000
     finishing = ('mkdir -p $JOB_OUT/logs && echo log > $JOB_OUT/logs/run.txt && echo gpu=$GPU ids=$AB_GPU_IDS && '
-                 'printf "step 1\\nTraceback (most recent call last):\\n  boom\\n" > $JOB_OUT/run.out && '
-                 'echo fine > $JOB_OUT/clean.out')
+                 f'printf "step 1\\nTraceback (most recent call last):\\n  boom\\n{frames}  {long_line}\\n'
+                 'ValueError: the cause\\n" > $JOB_OUT/run.out && echo fine > $JOB_OUT/clean.out')
     stuck = 'echo log > $JOB_OUT/partial.txt; echo started; sleep 60; echo never'
     result = run_pair(repo_root, out, finishing, stuck, limit="3")
     assert result.returncode == 0, result.stderr
@@ -26,7 +28,9 @@ def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp
     with tarfile.open(out / "job0.tgz") as packed:
         files = {m.name: m for m in packed.getmembers() if m.isfile()}
         assert sorted(files) == ["job0/logs/run.txt", "job0/run.out.err"]  # consoles gone, one traceback kept
-        assert b"boom" in packed.extractfile(files["job0/run.out.err"]).read()
+        kept = packed.extractfile(files["job0/run.out.err"]).read().decode()
+        assert "boom" in kept and "ValueError: the cause" in kept  # the stack's start and the error at the end
+        assert "step 1" not in kept and max(len(line) for line in kept.splitlines()) == 300
     with tarfile.open(out / "job1.tgz") as packed:
         assert [m.name for m in packed.getmembers() if m.isfile()] == ["job1/partial.txt"]
 
