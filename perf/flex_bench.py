@@ -89,8 +89,9 @@ def main(tracks: list[str], option_names: list[str]):
 
 
 if __name__ == "__main__":
-    chosen = [arg.split("=", 1)[1].split(",") for arg in sys.argv[1:] if arg.startswith("--options=")]
-    unknown = set(chosen[0] if chosen else []) - set(OPTIONS)
+    chosen = next((arg.split("=", 1)[1].split(",") for arg in sys.argv[1:] if arg.startswith("--options=")),
+                  list(OPTIONS))
+    unknown = set(chosen) - set(OPTIONS)
     if unknown:
         sys.exit(f"error: unknown option sets {sorted(unknown)}; choose from {', '.join(OPTIONS)}")
-    main([arg for arg in sys.argv[1:] if not arg.startswith("--")], chosen[0] if chosen else list(OPTIONS))
+    main([arg for arg in sys.argv[1:] if not arg.startswith("--")], chosen)
