@@ -1,0 +1,27 @@
+"""perf/medium_mlp_bench.py on a small shape on the CPU (--tiny, the kernel under Triton's interpreter): both passes
+of track 2's MLP, the torch path and one launch of the epilogue GEMM, whose outputs must match the torch path's;
+the GPU numbers come from the device. Run in this process, so that the interpreter fixture's patch applies."""
+
+import re
+import sys
+
+import pytest
+
+
+def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, triton_interpreter, capsys):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    if not isinstance(medium_mlp_bench.gemm_relu_square_kernel, triton_interpreter.InterpretedFunction):
+        pytest.skip("the bench was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    assert medium_mlp_bench.main(["--tiny"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6, lines
+    for name, (before, launch, best) in zip(["forward", "backward"], [lines[:3], lines[3:]]):
+        assert re.fullmatch(rf"{name}: cuBLAS \+ inductor [\d.]+ us, \d+ TFLOP/s", before), before
+        match = re.fullmatch(rf"{name} \(32, 64, 32, 2, 4, 1\): [\d.]+ us, \d+ TFLOP/s, largest difference "
+                             r"([\d.e+-]+) of the largest output", launch)
+        assert match, launch
+        assert float(match[1]) < 2 ** -6  # the product rounded to bf16 (truncated by the interpreter) against
+        # the float32 torch path
+        assert re.fullmatch(rf"== {name}: before [\d.]+ us, best \(32, 64, 32, 2, 4, 1\) [\d.]+ us "
+                            r"\(1 configurations ran\)", best), best
