@@ -34,7 +34,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
+from torch._functorch import config as functorch_config
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters: the defaults are the 8-GPU record run; override any field as --name=value
@@ -67,6 +69,8 @@ class Hyperparameters:
     num_heads: int = setting(8, "attention heads (num_heads x head_dim = model_dim)")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
+    mlp_epilogue: bool = setting(False, "MLP GEMMs in Triton with relu-square in their epilogues: the up projection "
+                                 "writes h and relu(h)^2, the backward's grad_y @ proj_w writes 2 relu(h) times it")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSSSSSLSSSL", "per block: L = long window, S = short (half)")
     skip_connections: str = setting("6>9,4>10,2>11", "a>b: block a's output, times a learned weight, joins "
@@ -341,6 +345,119 @@ def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: flo
         return sym_matmul_triton(x, c, alpha, beta)
     product = x @ x.mT
     return alpha * product if c is None else alpha * product + beta * c
+
+
+# ----------------------------------------------------------------------------------------------
+# MLP GEMMs with relu-square in their epilogues (--mlp_epilogue): each saves a pass over the 64K x 4,096 activations
+
+@triton.jit
+def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """First row and column of output tile number `tile`: tiles go GROUP_M block-rows at a time down each
+    block-column, so a group's rows of x stay in L2."""
+    blocks_m, blocks_n = tl.cdiv(rows, BLOCK_M), tl.cdiv(cols, BLOCK_N)
+    group, in_group = tile // (GROUP_M * blocks_n), tile % (GROUP_M * blocks_n)
+    group_rows = min(blocks_m - group * GROUP_M, GROUP_M)
+    return (group * GROUP_M + in_group % group_rows) * BLOCK_M, (in_group // group_rows) * BLOCK_N
+
+
+@triton.jit
+def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                            PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr):
+    """x (rows x K) times w. Forward: w is cols x K and the product is h, stored to h_desc, with relu(h)^2 to
+    out_desc. Backward: w is K x cols and the product is grad_a, rounded to bf16 as a GEMM's output would be, times
+    2 relu(h) read from h_desc, to out_desc. Each of PROGRAMS programs (one an SM) walks tiles through TMA
+    descriptors; flatten pipelines the next tile's loads under this tile's epilogue."""
+    tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        first_row, first_col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            x = x_desc.load([first_row, k0])
+            w = w_desc.load([k0, first_col]) if BACKWARD else w_desc.load([first_col, k0]).T
+            acc = tl.dot(x, w, acc)
+        product = acc.to(h_desc.dtype)
+        if BACKWARD:
+            relu = tl.maximum(h_desc.load([first_row, first_col]).to(tl.float32), 0.0)
+            out_desc.store([first_row, first_col], (2.0 * relu * product.to(tl.float32)).to(out_desc.dtype))
+        else:
+            h_desc.store([first_row, first_col], product)
+            relu = tl.maximum(product.to(tl.float32), 0.0)
+            out_desc.store([first_row, first_col], (relu * relu).to(out_desc.dtype))
+
+
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages: perf/medium_mlp_bench.py times others
+MLP_LAUNCH = (128, 128, 64, 8, 8, 3)
+
+
+def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tuple = MLP_LAUNCH) -> Tensor:
+    """relu_square_gemm_kernel: forward (w: cols x K) fills h and returns relu(h)^2; backward (w: K x cols) returns
+    2 relu(h) (x @ w). TMA needs 16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests
+    under Triton's interpreter)."""
+    block_m, block_n, block_k, group_m, num_warps, num_stages = launch
+    rows, k = x.shape
+    cols = h.size(1)
+    tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
+    programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4)
+    out = torch.empty_like(h)
+    descriptors = [TensorDescriptor.from_tensor(x, [block_m, block_k]),
+                   TensorDescriptor.from_tensor(w, [block_k, block_n] if backward else [block_n, block_k]),
+                   TensorDescriptor.from_tensor(out, [block_m, block_n]),
+                   TensorDescriptor.from_tensor(h, [block_m, block_n])]
+    relu_square_gemm_kernel[(programs,)](*descriptors, rows, cols, K=k, BLOCK_M=block_m, BLOCK_N=block_n,
+                                         BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs, BACKWARD=backward,
+                                         num_warps=num_warps, num_stages=num_stages)
+    return out
+
+
+@torch.library.custom_op("nanogpt_medium::mlp_up", mutates_args=())
+def mlp_up(x: Tensor, fc_w: Tensor) -> tuple[Tensor, Tensor]:
+    """h = x @ fc_w^T and a = relu(h)^2, from one GEMM on the GPU."""
+    if x.is_cuda:
+        h = x.new_empty(x.size(0), fc_w.size(0))
+        return h, relu_square_gemm(x, fc_w, h, backward=False)
+    h = x @ fc_w.T
+    return h, F.relu(h.float()).square().to(h.dtype)
+
+
+@mlp_up.register_fake
+def _(x, fc_w):
+    return x.new_empty(x.size(0), fc_w.size(0)), x.new_empty(x.size(0), fc_w.size(0))
+
+
+@torch.library.custom_op("nanogpt_medium::mlp_grad_h", mutates_args=())
+def mlp_grad_h(grad_y: Tensor, proj_w: Tensor, h: Tensor) -> Tensor:
+    """The gradient at h, 2 relu(h) * (grad_y @ proj_w), from one GEMM on the GPU."""
+    if grad_y.is_cuda:
+        return relu_square_gemm(grad_y, proj_w, h, backward=True)
+    return (2 * F.relu(h.float()) * (grad_y @ proj_w).float()).to(h.dtype)
+
+
+@mlp_grad_h.register_fake
+def _(grad_y, proj_w, h):
+    return torch.empty_like(h)
+
+
+class ReluSquareMLP(torch.autograd.Function):
+    """relu(x @ fc_w^T)^2 @ proj_w^T (x: tokens x dim) with the relu-square and its gradient in GEMM epilogues
+    (mlp_up, mlp_grad_h); the other three GEMMs are torch's. Keeps h and a for the backward."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
+        h, a = mlp_up(x, fc_w)
+        ctx.save_for_backward(x, fc_w, proj_w, h, a)
+        return a @ proj_w.T
+
+    @staticmethod
+    def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x, fc_w, proj_w, h, a = ctx.saved_tensors
+        grad_h = mlp_grad_h(grad_y, proj_w, h)
+        return grad_h @ fc_w, grad_h.T @ x, grad_y.T @ a
+
+
+# AOTAutograd's cache skips every graph that holds a custom autograd.Function unless this is set (as track 1's);
+# ReluSquareMLP's output depends on its inputs only, so its graphs are safe to reuse
+functorch_config.autograd_cache_allow_custom_autograd_functions = True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -637,12 +754,15 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int):
+    def __init__(self, dim: int, hidden: int, epilogue: bool = False):
         super().__init__()
         self.fc_w = nn.Parameter(uniform_bf16((hidden, dim), dim))
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden, dtype=torch.bfloat16))
+        self.epilogue = epilogue
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.epilogue:
+            return ReluSquareMLP.apply(x.flatten(0, -2), self.fc_w, self.proj_w).view_as(x)
         return F.linear(F.relu(F.linear(x, self.fc_w)).square(), self.proj_w)
 
 
@@ -650,7 +770,7 @@ class Block(nn.Module):
     def __init__(self, args: Hyperparameters, has_attention: bool, rotary: Rotary):
         super().__init__()
         self.attn = CausalSelfAttention(args, rotary) if has_attention else None
-        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim)
+        self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.mlp_epilogue)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
         x = block_lambdas[0] * x + block_lambdas[1] * x0

@@ -1,0 +1,93 @@
+"""train_gpt_medium.py, section "MLP GEMMs with relu-square in their epilogues" (--mlp_epilogue): the Triton GEMM in
+Triton's interpreter (conftest.py) against torch in float32 (the interpreter's TMA loads of bf16 read garbage, so bf16
+is the device's check: perf/medium_mlp_bench.py), the two ops' CPU paths, and ReluSquareMLP against autograd of the
+plain MLP."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import train_gpt_medium as medium  # noqa: E402
+
+LAUNCH = (32, 64, 32, 2, 4, 1)  # small tiles: 200 x 96 outputs are 7 x 2 tiles, partial at both edges
+
+
+@pytest.fixture
+def interpreted(triton_interpreter):
+    if not isinstance(medium.relu_square_gemm_kernel, triton_interpreter.InterpretedFunction):
+        pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+
+
+def mlp_case(dtype, rows=200, dim=64, hidden=96, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x, grad_y = (torch.randn(rows, dim, generator=gen).to(dtype) for _ in range(2))
+    fc_w = (torch.randn(hidden, dim, generator=gen) * dim ** -0.5).to(dtype)
+    proj_w = (torch.randn(dim, hidden, generator=gen) * hidden ** -0.5).to(dtype)
+    return x, grad_y, fc_w, proj_w
+
+
+def test_forward_kernel_writes_h_and_its_relu_square(interpreted):
+    x, _, fc_w, _ = mlp_case(torch.float32)
+    h = torch.full((200, 96), float("nan"))
+    a = medium.relu_square_gemm(x, fc_w, h, backward=False, launch=LAUNCH)
+    expected_h = x @ fc_w.T
+    torch.testing.assert_close(h, expected_h, rtol=1e-5, atol=1e-5)  # every tile written, edges included
+    torch.testing.assert_close(a, F.relu(expected_h).square(), rtol=1e-5, atol=1e-5)
+    assert (a[expected_h < 0] == 0).all() and (h < 0).any()
+
+
+def test_backward_kernel_writes_the_gradient_at_h(interpreted):
+    x, grad_y, fc_w, proj_w = mlp_case(torch.float32)
+    h = x @ fc_w.T
+    grad_h = medium.relu_square_gemm(grad_y, proj_w, h, backward=True, launch=LAUNCH)
+    torch.testing.assert_close(grad_h, 2 * F.relu(h) * (grad_y @ proj_w), rtol=1e-5, atol=1e-5)
+
+
+def test_relu_square_mlp_equals_autograd_of_the_plain_mlp():
+    """CPU paths of the ops, bf16 as in training: the forward is the plain MLP's to the bit; the gradients round
+    2 relu(h) grad_a once where autograd rounds each op, so they agree to bf16's precision."""
+    x, grad_y, fc_w, proj_w = mlp_case(torch.bfloat16)
+    ours = [t.clone().requires_grad_(True) for t in (x, fc_w, proj_w)]
+    plain = [t.clone().requires_grad_(True) for t in (x, fc_w, proj_w)]
+    y = medium.ReluSquareMLP.apply(*ours)
+    y_plain = F.linear(F.relu(F.linear(plain[0], plain[1])).square(), plain[2])
+    assert torch.equal(y, y_plain)
+    y.backward(grad_y)
+    y_plain.backward(grad_y)
+    for mine, theirs in zip(ours, plain):
+        assert mine.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=2e-2, atol=2e-2 * theirs.grad.abs().max().item())
+
+
+def test_a_model_with_mlp_epilogue_gives_the_plain_models_loss_and_gradients():
+    args = medium.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256)
+    tokens = torch.randint(0, 1000, (257,), generator=torch.Generator().manual_seed(3))
+    tokens[::50] = medium.EOT_TOKEN
+    losses, grads = [], []
+    for epilogue in (False, True):
+        torch.manual_seed(0)
+        model = medium.GPT(dataclasses.replace(args, mlp_epilogue=epilogue))
+        with torch.no_grad():
+            for block in model.blocks:
+                block.mlp.proj_w.normal_(0, 0.02)  # zero at init: the MLPs would pass nothing
+        loss = model(tokens[:-1], tokens[1:], torch.tensor(2))
+        loss.backward()
+        assert isinstance(model.blocks[0].mlp, medium.MLP) and model.blocks[0].mlp.epilogue == epilogue
+        losses.append(loss.item())
+        grads.append(model.blocks[0].mlp.fc_w.grad.float())
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
+    torch.testing.assert_close(grads[1], grads[0], rtol=5e-2, atol=5e-2 * grads[0].abs().max().item())
+
+
+@pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic"])
+@pytest.mark.parametrize("op", ["mlp_up", "mlp_grad_h"])
+def test_opcheck(op, test_util):
+    x, grad_y, fc_w, proj_w = mlp_case(torch.bfloat16, rows=16, dim=8, hidden=24)
+    args = (x, fc_w) if op == "mlp_up" else (grad_y, proj_w, x @ fc_w.T)
+    assert torch.library.opcheck(getattr(medium, op), args, test_utils=test_util) == {test_util: "SUCCESS"}
