@@ -350,6 +350,7 @@ def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: flo
 # ----------------------------------------------------------------------------------------------
 # MLP GEMMs with relu-square in their epilogues (--mlp_epilogue): each saves a pass over the 64K x 4,096 activations
 
+
 @triton.jit
 def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """First row and column of output tile number `tile`: tiles go GROUP_M block-rows at a time down each
