@@ -396,6 +396,7 @@ def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tu
     2 relu(h) (x @ w). TMA needs 16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests
     under Triton's interpreter)."""
     block_m, block_n, block_k, group_m, num_warps, num_stages = launch
+    x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
     rows, k = x.shape
     cols = h.size(1)
     tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
