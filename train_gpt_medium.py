@@ -69,8 +69,9 @@ class Hyperparameters:
     num_heads: int = setting(8, "attention heads (num_heads x head_dim = model_dim)")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
-    mlp_epilogue: bool = setting(False, "MLP GEMMs in Triton with relu-square in their epilogues: the up projection "
-                                 "writes h and relu(h)^2, the backward's grad_y @ proj_w writes 2 relu(h) times it")
+    mlp_epilogue: bool = setting(True, "MLP GEMMs in Triton with relu-square in their epilogues (the up projection "
+                                 "writes h and relu(h)^2, the backward's grad_y @ proj_w writes 2 relu(h) times it); "
+                                 "needs sm_90 on a GPU")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSSSSSLSSSL", "per block: L = long window, S = short (half)")
     skip_connections: str = setting("6>9,4>10,2>11", "a>b: block a's output, times a learned weight, joins "
@@ -388,13 +389,14 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.
 
 
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages: perf/medium_mlp_bench.py times others
-MLP_LAUNCH = (128, 128, 64, 8, 8, 3)
+MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3), "backward": (128, 128, 64, 8, 4, 4)}
 
 
-def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tuple = MLP_LAUNCH) -> Tensor:
+def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tuple | None = None) -> Tensor:
     """relu_square_gemm_kernel: forward (w: cols x K) fills h and returns relu(h)^2; backward (w: K x cols) returns
     2 relu(h) (x @ w). TMA needs 16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests
     under Triton's interpreter)."""
+    launch = launch or MLP_LAUNCH["backward" if backward else "forward"]
     block_m, block_n, block_k, group_m, num_warps, num_stages = launch
     x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
     rows, k = x.shape
@@ -976,6 +978,10 @@ def check_settings(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
                          f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
+    major, minor = torch.cuda.get_device_capability() if args.device == "cuda" else (0, 0)
+    if args.device == "cuda" and args.mlp_epilogue and major < 9:
+        raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
+                         "--mlp_epilogue=false")
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):

@@ -10,7 +10,7 @@ The kernel is train_gpt_medium.py's (--mlp_epilogue): the epilogues save ~0.25 G
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
 warps, stages) with its TFLOP/s and its largest difference from the torch path's output, then the script's
-(MLP_LAUNCH) and the best.
+(MLP_LAUNCH of the pass) and the best.
 --tiny runs a small shape and one configuration on the CPU in float32, the kernel under Triton's interpreter
 (tests/test_perf_medium_mlp_bench.py).
 """
@@ -58,7 +58,7 @@ def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool) -
         times[launch] = timed_us(lambda: ours(launch), tiny)
         print(f"{name} {launch}: {times[launch]:.1f} us, {teraflop / times[launch] * 1e6:.0f} TFLOP/s, largest "
               f"difference {difference:.1e} of the largest output")
-    best, script = min(times, key=times.get), medium.MLP_LAUNCH
+    best, script = min(times, key=times.get), medium.MLP_LAUNCH[name]
     print(f"== {name}: before {before_us:.1f} us, script {script} {times.get(script, float('nan')):.1f} us, best "
           f"{best} {times[best]:.1f} us ({len(times)} configurations ran)")
 

@@ -165,3 +165,14 @@ def test_unreadable_compile_cache_is_one_error_line(folder, tmp_path):
     assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr == (f"error: --compile_cache={cache} could not be loaded (corrupt, or not torch.compile "
                              "artifacts); delete it to compile from scratch and write a new one\n")
+
+
+def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    gpu = [a for a in TINY if a != "--device=cpu"] + [f"--train_files={folder}/good_train_*.bin",
+                                                      f"--val_files={folder}/good_val_*.bin"]
+    assert first_error(gpu, {}) == ("--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_80); pass "
+                                    "--mlp_epilogue=false")
+    medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes
