@@ -136,7 +136,8 @@ def fused_head_ce_checks() -> list[bool]:
     saturated = torch.empty(2, 8, device="cuda", dtype=torch.float8_e5m2)  # the kernel leaves the range to the cast
     tg.softcap_ce_rows(torch.zeros(2, 8, device="cuda", dtype=torch.bfloat16),
                        torch.tensor([3, 5], device="cuda", dtype=torch.int32), 1e-9, saturated)
-    saturates = saturated[0, 3].item() == -57344 and saturated[1, 5].item() == -57344 and saturated[0, 0].item() == 57344
+    saturates = (saturated[0, 3].item() == -57344 and saturated[1, 5].item() == -57344
+                 and saturated[0, 0].item() == 57344)
     print(f"{'ok ' if saturates else 'BAD'} fused head CE float8 gradient past e5m2's range saturates")
     rows_logits = torch.randn(49152, 50304, device="cuda", dtype=torch.bfloat16) * 3
     rows_targets = torch.randint(0, 50304, (49152,), device="cuda", dtype=torch.int32)

@@ -129,7 +129,8 @@ def test_the_triton_folder_is_reported_after_the_table(tmp_path, repo_root):
     lines = result.stdout.splitlines()
     report = lines.index("1 Triton binaries of 1 kernel names")
     assert lines[report + 1:report + 3] == ["  graph modules' kernels: 1 binaries of 1 names (0 with more than one "
-                                            "launch configuration)", "  names in no graph module: 0 binaries of 0 names"]
+                                            "launch configuration)",
+                                            "  names in no graph module: 0 binaries of 0 names"]
     assert lines[report + 3] == "compile timeline (seconds after the first file written):"  # then the timeline
     assert "graph module 0_forward written" in lines[report + 4] and "1 binaries" in lines[report + 5]
     missing = subprocess.run(command + [str(tmp_path / "none")], cwd=repo_root, capture_output=True, text=True,

@@ -231,7 +231,8 @@ def test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun(tmp_p
     assert launched[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert Path(launched[5]).name == "train_gpt.py" and launched[6:] == ["--a=1", "--b=2"]
     ranks = sorted(path.read_text() for path in workdir.glob("rank*.txt"))
-    assert ranks == [f"RANK {rank} WORLD_SIZE 2 ARGS ['--a=1', '--b=2']" for rank in (0, 1)], result.stdout + result.stderr
+    expected = [f"RANK {rank} WORLD_SIZE 2 ARGS ['--a=1', '--b=2']" for rank in (0, 1)]
+    assert ranks == expected, result.stdout + result.stderr
 
 
 def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
@@ -382,7 +383,8 @@ def test_cpu_log_without_peak_memory_line(tmp_path):
     assert load_tool_module().load_log(log).peak_allocated_mib is None
     result = tool("compare", log)
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s+n/a\s+n/a\s*$", result.stdout, re.M)
+    row = rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s+n/a\s+n/a\s*$"
+    assert re.search(row, result.stdout, re.M)
 
 
 TORCHRUN_1 = ["torchrun", "--standalone", "--nproc_per_node=1", "S"]

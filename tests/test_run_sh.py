@@ -46,7 +46,8 @@ def test_world_size_not_dividing_8_stops_before_launch(shards):
     result = run_sh(*TINY, *data_args(shards), env={"NPROC": "3"})
     assert result.returncode == 2
     lines = (result.stdout + result.stderr).strip().splitlines()
-    assert lines == ["error: world size 3 does not divide 8; launch 1, 2, 4 or 8 processes (./run.sh picks the GPU count)"]
+    assert lines == ["error: world size 3 does not divide 8; launch 1, 2, 4 or 8 processes "
+                     "(./run.sh picks the GPU count)"]
 
 
 def test_unknown_override_stops_before_launch(shards):
