@@ -1194,6 +1194,11 @@ def check_settings(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
                          f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
+    if args.device == "cuda" and torch.cuda.get_device_capability() < (8, 9):
+        major, minor = torch.cuda.get_device_capability()
+        raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
+                         f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
+                         "which is bf16")
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):

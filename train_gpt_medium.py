@@ -978,8 +978,8 @@ def check_settings(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
                          f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
-    major, minor = torch.cuda.get_device_capability() if args.device == "cuda" else (0, 0)
-    if args.device == "cuda" and args.mlp_epilogue and major < 9:
+    if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability() < (9, 0):
+        major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
 

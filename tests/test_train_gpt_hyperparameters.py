@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -181,4 +182,21 @@ def test_script_with_an_unknown_muon_variant_prints_one_error_line():
 def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("capability, message", [
+    ((8, 0), "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
+             "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
+    ((8, 9), None), ((9, 0), None),
+])
+def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capability, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    if message is None:
+        train_gpt.check_settings(Hyperparameters(), 1)
+        return
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(), 1)
     assert str(error.value) == message
