@@ -5,8 +5,9 @@ Triton GEMM (TMA loads and stores) with the pass in its epilogue, at the proxy's
   forward   h = x @ fc_w^T, a = relu(h)^2             (cuBLAS writes h, a pass reads it and writes a)
   backward  grad_h = 2 relu(h) * (grad_y @ proj_w)     (cuBLAS writes grad_a, a pass reads it and h)
 
-The kernel is train_gpt_medium.py's (--mlp_epilogue): the epilogues save ~0.25 GB of traffic a layer forward and
-~1 GB backward, which pays only if the Triton GEMM keeps within ~10% of cuBLAS at K = 1,024.
+The kernel is train_gpt_medium.py's (--mlp_epilogue): a layer's epilogues save the pass's read of h forward
+(0.54 GB) and grad_a's write and read backward (1.07 GB), which pays only if the Triton GEMM keeps within ~10% of
+cuBLAS at K = 1,024.
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
 warps, stages) with its TFLOP/s and its largest difference from the torch path's output, then the script's
