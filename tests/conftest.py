@@ -82,3 +82,14 @@ def triton_interpreter(monkeypatch):
 
         monkeypatch.setattr(interpreter, "_patch_lang_tensor", patch_lang_tensor)
     return interpreter
+
+
+@pytest.fixture
+def require_interpreted(triton_interpreter):
+    """A check that skips the test unless a script's Triton kernel runs in the interpreter (a script imported before
+    TRITON_INTERPRET=1 was set compiles its kernels for a GPU)."""
+    def check(kernel):
+        if not isinstance(kernel, triton_interpreter.InterpretedFunction):
+            pytest.skip(f"{kernel.fn.__module__} was imported before TRITON_INTERPRET=1 was set "
+                        "(see tests/conftest.py)")
+    return check

@@ -17,9 +17,8 @@ ROWS, VOCAB, DIM = 6, 300, 64  # 300 is no multiple of any block: the last block
 
 
 @pytest.fixture(params=[2048, 128], ids=["one block", "three blocks"])
-def interpreted(request, triton_interpreter, monkeypatch):
-    if not isinstance(medium.softcap_ce_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+def interpreted(request, require_interpreted, monkeypatch):
+    require_interpreted(medium.softcap_ce_kernel)
     monkeypatch.setattr(medium, "CE_BLOCK", request.param)  # several blocks: the sum and the rewrite loop
 
 

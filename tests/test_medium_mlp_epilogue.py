@@ -18,9 +18,8 @@ LAUNCH = (32, 64, 32, 2, 4, 1)  # small tiles: 200 x 96 outputs are 7 x 2 tiles,
 
 
 @pytest.fixture
-def interpreted(triton_interpreter):
-    if not isinstance(medium.relu_square_gemm_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+def interpreted(require_interpreted):
+    require_interpreted(medium.relu_square_gemm_kernel)
 
 
 def mlp_case(dtype, rows=200, dim=64, hidden=96, seed=0):

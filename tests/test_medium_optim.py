@@ -84,12 +84,11 @@ def test_orthogonalize_of_zero_is_zero():
 
 
 @pytest.fixture(params=["torch", "triton"])
-def sym_matmul_path(request, triton_interpreter, monkeypatch):
+def sym_matmul_path(request, require_interpreted, monkeypatch):
     """sym_matmul as the CPU runs it (torch), or through its Triton kernel as the GPU does, in the interpreter: its
     tl.dot cannot multiply bf16, so the kernel gets the bf16 values in fp32 and its fp32 result is rounded to bf16."""
     if request.param == "triton":
-        if not isinstance(medium.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
-            pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+        require_interpreted(medium.sym_matmul_kernel)
         monkeypatch.setattr(medium, "sym_matmul", lambda x, c=None, alpha=1.0, beta=0.0: medium.sym_matmul_triton(
             x.float(), None if c is None else c.float(), alpha, beta).bfloat16())
 

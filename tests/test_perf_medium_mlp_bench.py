@@ -5,14 +5,11 @@ the GPU numbers come from the device. Run in this process, so that the interpret
 import re
 import sys
 
-import pytest
 
-
-def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, triton_interpreter, capsys):
+def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, require_interpreted, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import medium_mlp_bench
-    if not isinstance(medium_mlp_bench.medium.relu_square_gemm_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt_medium was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    require_interpreted(medium_mlp_bench.medium.relu_square_gemm_kernel)
     assert medium_mlp_bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 6, lines

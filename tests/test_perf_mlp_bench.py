@@ -6,15 +6,12 @@ applies."""
 import re
 import sys
 
-import pytest
-
 
 def test_tiny_run_times_both_passes_in_the_scripts_configuration_another_and_the_torch_ops(repo_root,
-                                                                                           triton_interpreter, capsys):
+                                                                                           require_interpreted, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import mlp_bench
-    if not isinstance(mlp_bench.train_gpt.relu_square_grads_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    require_interpreted(mlp_bench.train_gpt.relu_square_grads_kernel)
     assert mlp_bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"inductor: [\d.]+ us, [\d.]+ TB/s, nan of the bytes equal torch's", lines[0]), lines[0]

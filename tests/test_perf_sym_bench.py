@@ -5,14 +5,11 @@ the GPU numbers come from the device. Run in this process, so that the interpret
 import re
 import sys
 
-import pytest
 
-
-def test_tiny_run_times_both_products_of_every_stack_of_both_tracks(repo_root, triton_interpreter, capsys):
+def test_tiny_run_times_both_products_of_every_stack_of_both_tracks(repo_root, require_interpreted, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import sym_bench
-    if not isinstance(sym_bench.short.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    require_interpreted(sym_bench.short.sym_matmul_kernel)
     assert sym_bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     for line in lines:

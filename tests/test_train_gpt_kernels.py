@@ -149,17 +149,15 @@ def test_opcheck(op, requires_grad, test_util):
 
 
 @pytest.fixture
-def interpreted_kernel(triton_interpreter):
+def interpreted_kernel(require_interpreted):
     """Skips unless train_gpt's Triton kernels run in the interpreter."""
-    if not isinstance(train_gpt.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip("train_gpt was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    require_interpreted(train_gpt.sym_matmul_kernel)
 
 
 @pytest.fixture(params=[train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def interpreted_script(request, triton_interpreter):
+def interpreted_script(request, require_interpreted):
     """A script whose Triton kernels run in the interpreter."""
-    if not isinstance(request.param.sym_matmul_kernel, triton_interpreter.InterpretedFunction):
-        pytest.skip(f"{request.param.__name__} was imported before TRITON_INTERPRET=1 was set (see tests/conftest.py)")
+    require_interpreted(request.param.sym_matmul_kernel)
     return request.param
 
 
