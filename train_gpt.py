@@ -1380,8 +1380,21 @@ def mark(device: torch.device):
     return event
 
 
+def to_host_at_mark(value: Tensor, device: torch.device) -> tuple[Tensor, object]:
+    """A host copy of value and a mark placed after the copy: once the mark is reached the copy holds value, and
+    waiting for the mark does not wait for work queued after it (as a .item() on the device tensor would)."""
+    if device.type == "cuda":
+        value = torch.empty_like(value, device="cpu", pin_memory=True).copy_(value, non_blocking=True)
+    return value, mark(device)
+
+
+def wait_for(end_mark):
+    if isinstance(end_mark, torch.cuda.Event):
+        end_mark.synchronize()
+
+
 def ms_between(start, end) -> float:
-    """Milliseconds between two marks; both must have been reached (after a sync or a .item())."""
+    """Milliseconds between two marks; both must have been reached (after a sync or wait_for)."""
     return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
 
 
@@ -1404,10 +1417,12 @@ class TrainingClock:
 
 
 def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
-    """Log a step's loss, read one step late so the host can queue the next step meanwhile; the
-    step's time comes from a mark placed when it ended. False when the loss is not finite."""
-    step, loss, end_mark = pending
-    value = loss.item()  # waits for the queued work, so end_mark is reached
+    """Log a step's loss, read one step late from its host copy: the host waits for that step only, so the next
+    step, queued meanwhile, keeps the device busy. The step's time comes from the mark placed when it ended. False
+    when the loss is not finite."""
+    step, host_loss, end_mark = pending
+    wait_for(end_mark)
+    value = host_loss.item()
     elapsed = clock.ms_at(end_mark)
     log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
               f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
@@ -1682,7 +1697,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
             return pending[0]
-        pending = (step + 1, loss, mark(device))
+        pending = (step + 1, *to_host_at_mark(loss, device))
 
 
 def main():

@@ -234,3 +234,21 @@ def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(scrip
     total, compiling = map(float, re.fullmatch(r"compiled ([\d.]+)s \(compiling ([\d.]+)s\)", compiled).groups())
     assert compiling <= total + 0.1  # the compile is part of the lap
     assert re.fullmatch(r"run again [\d.]+s \(compiling 0\.0s\)", again), again
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_the_run(script):
+    """On the CPU the host copy is the tensor itself and the mark a clock reading; the GPU's pinned copy and event
+    are measured on the device (perf/NOTES.md)."""
+    clock = script.TrainingClock(torch.device("cpu"))
+    clock.start()
+    lines = []
+    log = SimpleNamespace(write=lines.append)
+    args = SimpleNamespace(num_iterations=10)
+    for step, value in [(3, 2.5), (4, float("nan"))]:
+        loss = torch.tensor(value)
+        host_loss, end_mark = script.to_host_at_mark(loss, torch.device("cpu"))
+        assert host_loss is loss
+        assert script.log_train_loss(log, (step, host_loss, end_mark), clock, args) == (step == 3)
+    assert re.fullmatch(r"step:3/10 train_loss:2\.5000 train_time:\d+ms step_avg:[\d.]+ms", lines[0]), lines
+    assert lines[1].startswith("step:4/10 train_loss:nan ")
