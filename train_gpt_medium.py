@@ -363,13 +363,28 @@ def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, 
 
 
 @triton.jit
+def relu_square_epilogue(acc, h_desc, out_desc, row, col, BACKWARD: tl.constexpr):
+    """Stores one block of the float32 product at (row, col): forward, h and relu(h)^2; backward, the product
+    rounded to bf16 as a GEMM's output would be, times 2 relu(h) read from h_desc."""
+    product = acc.to(h_desc.dtype)
+    if BACKWARD:
+        relu = tl.maximum(h_desc.load([row, col]).to(tl.float32), 0.0)
+        out_desc.store([row, col], (2.0 * relu * product.to(tl.float32)).to(out_desc.dtype))
+    else:
+        h_desc.store([row, col], product)
+        relu = tl.maximum(product.to(tl.float32), 0.0)
+        out_desc.store([row, col], (relu * relu).to(out_desc.dtype))
+
+
+@triton.jit
 def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.constexpr, BLOCK_M: tl.constexpr,
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                            PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr):
-    """x (rows x K) times w. Forward: w is cols x K and the product is h, stored to h_desc, with relu(h)^2 to
-    out_desc. Backward: w is K x cols and the product is grad_a, rounded to bf16 as a GEMM's output would be, times
-    2 relu(h) read from h_desc, to out_desc. Each of PROGRAMS programs (one an SM) walks tiles through TMA
-    descriptors; flatten pipelines the next tile's loads under this tile's epilogue."""
+                            PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
+    """x (rows x K) times w, with relu_square_epilogue. Forward: w is cols x K and the product is h. Backward: w is
+    K x cols and the product is grad_a. Each of PROGRAMS programs (one an SM) walks tiles through TMA descriptors;
+    flatten pipelines the next tile's loads under this tile's epilogue. SPLIT_EPILOGUE stores each tile as two
+    halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in shared memory (Triton's persistent-matmul
+    tutorial), which leaves room for more pipeline stages."""
     tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
         first_row, first_col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
@@ -378,18 +393,16 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.
             x = x_desc.load([first_row, k0])
             w = w_desc.load([k0, first_col]) if BACKWARD else w_desc.load([first_col, k0]).T
             acc = tl.dot(x, w, acc)
-        product = acc.to(h_desc.dtype)
-        if BACKWARD:
-            relu = tl.maximum(h_desc.load([first_row, first_col]).to(tl.float32), 0.0)
-            out_desc.store([first_row, first_col], (2.0 * relu * product.to(tl.float32)).to(out_desc.dtype))
+        if SPLIT_EPILOGUE:
+            left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            relu_square_epilogue(left, h_desc, out_desc, first_row, first_col, BACKWARD)
+            relu_square_epilogue(right, h_desc, out_desc, first_row, first_col + BLOCK_N // 2, BACKWARD)
         else:
-            h_desc.store([first_row, first_col], product)
-            relu = tl.maximum(product.to(tl.float32), 0.0)
-            out_desc.store([first_row, first_col], (relu * relu).to(out_desc.dtype))
+            relu_square_epilogue(acc, h_desc, out_desc, first_row, first_col, BACKWARD)
 
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages: perf/medium_mlp_bench.py times others
-MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3), "backward": (128, 128, 64, 8, 4, 4)}
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/medium_mlp_bench.py times others
+MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, False), "backward": (128, 128, 64, 8, 4, 4, False)}
 
 
 def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tuple | None = None) -> Tensor:
@@ -397,20 +410,21 @@ def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tu
     2 relu(h) (x @ w). TMA needs 16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests
     under Triton's interpreter)."""
     launch = launch or MLP_LAUNCH["backward" if backward else "forward"]
-    block_m, block_n, block_k, group_m, num_warps, num_stages = launch
+    block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
     x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
     rows, k = x.shape
     cols = h.size(1)
     tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
     programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4)
     out = torch.empty_like(h)
+    epilogue_cols = block_n // 2 if split_epilogue else block_n
     descriptors = [TensorDescriptor.from_tensor(x, [block_m, block_k]),
                    TensorDescriptor.from_tensor(w, [block_k, block_n] if backward else [block_n, block_k]),
-                   TensorDescriptor.from_tensor(out, [block_m, block_n]),
-                   TensorDescriptor.from_tensor(h, [block_m, block_n])]
+                   TensorDescriptor.from_tensor(out, [block_m, epilogue_cols]),
+                   TensorDescriptor.from_tensor(h, [block_m, epilogue_cols])]
     relu_square_gemm_kernel[(programs,)](*descriptors, rows, cols, K=k, BLOCK_M=block_m, BLOCK_N=block_n,
                                          BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs, BACKWARD=backward,
-                                         num_warps=num_warps, num_stages=num_stages)
+                                         SPLIT_EPILOGUE=split_epilogue, num_warps=num_warps, num_stages=num_stages)
     return out
 
 

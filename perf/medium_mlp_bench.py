@@ -10,10 +10,10 @@ The kernel is train_gpt_medium.py's (--mlp_epilogue): a layer's epilogues save t
 cuBLAS at K = 1,024.
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
-warps, stages) with its TFLOP/s and its largest difference from the torch path's output, then the script's
-(MLP_LAUNCH of the pass) and the best.
---tiny runs a small shape and one configuration on the CPU in float32, the kernel under Triton's interpreter
-(tests/test_perf_medium_mlp_bench.py).
+warps, stages, whether the epilogue stores each tile in two halves) with its TFLOP/s and its largest difference from
+the torch path's output, then the script's (MLP_LAUNCH of the pass) and the best.
+--tiny runs a small shape and two configurations (one tile shape, the epilogue whole and split) on the CPU in
+float32, the kernel under Triton's interpreter (tests/test_perf_medium_mlp_bench.py).
 """
 import itertools
 import sys
@@ -26,10 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 from mlp_bench import timed_us  # noqa: E402
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
-CONFIGS = [(m, n, k, 8, w, s) for (m, n, k), w, s in itertools.product(
-    ((128, 128, 64), (128, 256, 64), (128, 128, 128), (256, 128, 64)), (4, 8), (3, 4))]
-TINY_CONFIGS = [(32, 64, 32, 2, 4, 1)]
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue (only where a tile's epilogue is large)
+CONFIGS = [(m, n, k, 8, w, s, split) for (m, n, k), w, s, split in itertools.product(
+    ((128, 128, 64), (128, 256, 64), (128, 128, 128), (256, 128, 64)), (4, 8), (3, 4), (False, True))
+    if not split or m * n > 128 * 128 or k > 64]
+TINY_CONFIGS = [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True)]
 
 
 def forward_torch(x, fc_w):

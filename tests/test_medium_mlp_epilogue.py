@@ -14,7 +14,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt_medium as medium  # noqa: E402
 
-LAUNCH = (32, 64, 32, 2, 4, 1)  # small tiles: 200 x 96 outputs are 7 x 2 tiles, partial at both edges
+# small tiles: 200 x 96 outputs are 7 x 2 tiles, partial at both edges; the epilogue whole, or as two 32 x 32 halves
+LAUNCHES = [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True)]
 
 
 @pytest.fixture
@@ -30,20 +31,22 @@ def mlp_case(dtype, rows=200, dim=64, hidden=96, seed=0):
     return x, grad_y, fc_w, proj_w
 
 
-def test_forward_kernel_writes_h_and_its_relu_square(interpreted):
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_forward_kernel_writes_h_and_its_relu_square(interpreted, launch):
     x, _, fc_w, _ = mlp_case(torch.float32)
     h = torch.full((200, 96), float("nan"))
-    a = medium.relu_square_gemm(x, fc_w, h, backward=False, launch=LAUNCH)
+    a = medium.relu_square_gemm(x, fc_w, h, backward=False, launch=launch)
     expected_h = x @ fc_w.T
     torch.testing.assert_close(h, expected_h, rtol=1e-5, atol=1e-5)  # every tile written, edges included
     torch.testing.assert_close(a, F.relu(expected_h).square(), rtol=1e-5, atol=1e-5)
     assert (a[expected_h < 0] == 0).all() and (h < 0).any()
 
 
-def test_backward_kernel_writes_the_gradient_at_h(interpreted):
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_backward_kernel_writes_the_gradient_at_h(interpreted, launch):
     x, grad_y, fc_w, proj_w = mlp_case(torch.float32)
     h = x @ fc_w.T
-    grad_h = medium.relu_square_gemm(grad_y, proj_w, h, backward=True, launch=LAUNCH)
+    grad_h = medium.relu_square_gemm(grad_y, proj_w, h, backward=True, launch=launch)
     torch.testing.assert_close(grad_h, 2 * F.relu(h) * (grad_y @ proj_w), rtol=1e-5, atol=1e-5)
 
 
