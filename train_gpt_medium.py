@@ -349,7 +349,8 @@ def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: flo
 
 
 # ----------------------------------------------------------------------------------------------
-# MLP GEMMs with relu-square in their epilogues (--mlp_epilogue): each saves a pass over the 64K x 4,096 activations
+# MLP GEMMs with relu-square in their epilogues (--mlp_epilogue): each saves a pass over the 64K x 4,096 activations,
+# and the MLP's RMSNorm is a row scale in the same epilogues, so the normed input is never written
 
 
 @triton.jit
@@ -363,28 +364,30 @@ def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, 
 
 
 @triton.jit
-def relu_square_epilogue(acc, h_desc, out_desc, row, col, BACKWARD: tl.constexpr):
-    """Stores one block of the float32 product at (row, col): forward, h and relu(h)^2; backward, the product
-    rounded to bf16 as a GEMM's output would be, times 2 relu(h) read from h_desc."""
-    product = acc.to(h_desc.dtype)
+def relu_square_epilogue(acc, row_scale, h_desc, out_desc, row, col, BACKWARD: tl.constexpr):
+    """Stores one block of the float32 product at (row, col), its rows scaled by row_scale (BLOCK_M x 1): forward,
+    h = row_scale * product and relu(h)^2; backward, the product rounded to bf16 as a GEMM's output would be, times
+    2 relu(h) read from h_desc, times row_scale."""
     if BACKWARD:
+        product = acc.to(h_desc.dtype).to(tl.float32)
         relu = tl.maximum(h_desc.load([row, col]).to(tl.float32), 0.0)
-        out_desc.store([row, col], (2.0 * relu * product.to(tl.float32)).to(out_desc.dtype))
+        out_desc.store([row, col], (2.0 * relu * product * row_scale).to(out_desc.dtype))
     else:
+        product = (acc * row_scale).to(h_desc.dtype)
         h_desc.store([row, col], product)
         relu = tl.maximum(product.to(tl.float32), 0.0)
         out_desc.store([row, col], (relu * relu).to(out_desc.dtype))
 
 
 @triton.jit
-def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.constexpr, BLOCK_M: tl.constexpr,
-                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, row_scale_ptr, rows, cols, K: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                             PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
-    """x (rows x K) times w, with relu_square_epilogue. Forward: w is cols x K and the product is h. Backward: w is
-    K x cols and the product is grad_a. Each of PROGRAMS programs (one an SM) walks tiles through TMA descriptors;
-    flatten pipelines the next tile's loads under this tile's epilogue. SPLIT_EPILOGUE stores each tile as two
-    halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in shared memory (Triton's persistent-matmul
-    tutorial), which leaves room for more pipeline stages."""
+    """x (rows x K) times w, with relu_square_epilogue and a float32 scale per row of x. Forward: w is cols x K and
+    the product is h. Backward: w is K x cols and the product is grad_a. Each of PROGRAMS programs (one an SM) walks
+    tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's epilogue.
+    SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in
+    shared memory (Triton's persistent-matmul tutorial), which leaves room for more pipeline stages."""
     tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
         first_row, first_col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
@@ -393,22 +396,25 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, rows, cols, K: tl.
             x = x_desc.load([first_row, k0])
             w = w_desc.load([k0, first_col]) if BACKWARD else w_desc.load([first_col, k0]).T
             acc = tl.dot(x, w, acc)
+        tile_rows = first_row + tl.arange(0, BLOCK_M)
+        row_scale = tl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0)[:, None]
         if SPLIT_EPILOGUE:
             left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-            relu_square_epilogue(left, h_desc, out_desc, first_row, first_col, BACKWARD)
-            relu_square_epilogue(right, h_desc, out_desc, first_row, first_col + BLOCK_N // 2, BACKWARD)
+            relu_square_epilogue(left, row_scale, h_desc, out_desc, first_row, first_col, BACKWARD)
+            relu_square_epilogue(right, row_scale, h_desc, out_desc, first_row, first_col + BLOCK_N // 2, BACKWARD)
         else:
-            relu_square_epilogue(acc, h_desc, out_desc, first_row, first_col, BACKWARD)
+            relu_square_epilogue(acc, row_scale, h_desc, out_desc, first_row, first_col, BACKWARD)
 
 
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/medium_mlp_bench.py times others
 MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, False), "backward": (128, 128, 64, 8, 4, 4, False)}
 
 
-def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tuple | None = None) -> Tensor:
-    """relu_square_gemm_kernel: forward (w: cols x K) fills h and returns relu(h)^2; backward (w: K x cols) returns
-    2 relu(h) (x @ w). TMA needs 16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests
-    under Triton's interpreter)."""
+def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, row_scale: Tensor, backward: bool,
+                     launch: tuple | None = None) -> Tensor:
+    """relu_square_gemm_kernel, r = row_scale (float32, one per row of x): forward (w: cols x K) fills h = r (x @ w^T)
+    and returns relu(h)^2; backward (w: K x cols) returns 2 relu(h) (x @ w) r. TMA needs 16-byte rows: K and cols
+    multiples of 8 in bf16 (any float dtype runs, for tests under Triton's interpreter)."""
     launch = launch or MLP_LAUNCH["backward" if backward else "forward"]
     block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
     x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
@@ -422,59 +428,66 @@ def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, backward: bool, launch: tu
                    TensorDescriptor.from_tensor(w, [block_k, block_n] if backward else [block_n, block_k]),
                    TensorDescriptor.from_tensor(out, [block_m, epilogue_cols]),
                    TensorDescriptor.from_tensor(h, [block_m, epilogue_cols])]
-    relu_square_gemm_kernel[(programs,)](*descriptors, rows, cols, K=k, BLOCK_M=block_m, BLOCK_N=block_n,
-                                         BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs, BACKWARD=backward,
-                                         SPLIT_EPILOGUE=split_epilogue, num_warps=num_warps, num_stages=num_stages)
+    relu_square_gemm_kernel[(programs,)](*descriptors, row_scale.contiguous(), rows, cols, K=k, BLOCK_M=block_m,
+                                         BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs,
+                                         BACKWARD=backward, SPLIT_EPILOGUE=split_epilogue, num_warps=num_warps,
+                                         num_stages=num_stages)
     return out
 
 
 @torch.library.custom_op("nanogpt_medium::mlp_up", mutates_args=())
-def mlp_up(x: Tensor, fc_w: Tensor) -> tuple[Tensor, Tensor]:
-    """h = x @ fc_w^T and a = relu(h)^2, from one GEMM on the GPU."""
+def mlp_up(x: Tensor, fc_w: Tensor, row_scale: Tensor) -> tuple[Tensor, Tensor]:
+    """h = row_scale * (x @ fc_w^T) and a = relu(h)^2, from one GEMM on the GPU."""
     if x.is_cuda:
         h = x.new_empty(x.size(0), fc_w.size(0))
-        return h, relu_square_gemm(x, fc_w, h, backward=False)
-    h = x @ fc_w.T
+        return h, relu_square_gemm(x, fc_w, h, row_scale, backward=False)
+    h = (row_scale[:, None] * (x.float() @ fc_w.float().T)).to(x.dtype)
     return h, F.relu(h.float()).square().to(h.dtype)
 
 
 @mlp_up.register_fake
-def _(x, fc_w):
+def _(x, fc_w, row_scale):
     return x.new_empty(x.size(0), fc_w.size(0)), x.new_empty(x.size(0), fc_w.size(0))
 
 
 @torch.library.custom_op("nanogpt_medium::mlp_grad_h", mutates_args=())
-def mlp_grad_h(grad_y: Tensor, proj_w: Tensor, h: Tensor) -> Tensor:
-    """The gradient at h, 2 relu(h) * (grad_y @ proj_w), from one GEMM on the GPU."""
+def mlp_grad_h(grad_y: Tensor, proj_w: Tensor, h: Tensor, row_scale: Tensor) -> Tensor:
+    """The gradient at h times row_scale, 2 relu(h) * (grad_y @ proj_w) * row_scale, from one GEMM on the GPU."""
     if grad_y.is_cuda:
-        return relu_square_gemm(grad_y, proj_w, h, backward=True)
-    return (2 * F.relu(h.float()) * (grad_y @ proj_w).float()).to(h.dtype)
+        return relu_square_gemm(grad_y, proj_w, h, row_scale, backward=True)
+    return (2 * F.relu(h.float()) * (grad_y @ proj_w).float() * row_scale[:, None]).to(h.dtype)
 
 
 @mlp_grad_h.register_fake
-def _(grad_y, proj_w, h):
+def _(grad_y, proj_w, h, row_scale):
     return torch.empty_like(h)
 
 
-class ReluSquareMLP(torch.autograd.Function):
-    """relu(x @ fc_w^T)^2 @ proj_w^T (x: tokens x dim) with the relu-square and its gradient in GEMM epilogues
-    (mlp_up, mlp_grad_h); the other three GEMMs are torch's. Keeps h and a for the backward."""
+class NormedReluSquareMLP(torch.autograd.Function):
+    """relu(norm(x) @ fc_w^T)^2 @ proj_w^T (x: tokens x dim), norm(x) = r x with r each row's reciprocal RMS, as
+    F.rms_norm. The relu-square, its gradient and r sit in GEMM epilogues (mlp_up, mlp_grad_h), so norm(x) is never
+    written: norm(x) @ fc_w^T = r (x @ fc_w^T), and fc_w's gradient is (r grad_h)^T @ x. The other three GEMMs are
+    torch's. Keeps x, r, h and a for the backward."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
-        h, a = mlp_up(x, fc_w)
-        ctx.save_for_backward(x, fc_w, proj_w, h, a)
+        row_scale = torch.rsqrt(x.float().square().mean(-1) + torch.finfo(torch.float32).eps)
+        h, a = mlp_up(x, fc_w, row_scale)
+        ctx.save_for_backward(x, row_scale, fc_w, proj_w, h, a)
         return a @ proj_w.T
 
     @staticmethod
     def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        x, fc_w, proj_w, h, a = ctx.saved_tensors
-        grad_h = mlp_grad_h(grad_y, proj_w, h)
-        return grad_h @ fc_w, grad_h.T @ x, grad_y.T @ a
+        x, row_scale, fc_w, proj_w, h, a = ctx.saved_tensors
+        scaled_grad_h = mlp_grad_h(grad_y, proj_w, h, row_scale)
+        # RMSNorm's backward, r grad_n - r^3 x mean(grad_n x), with u = r grad_n = (r grad_h) @ fc_w
+        u, x32, r = (scaled_grad_h @ fc_w).float(), x.float(), row_scale[:, None]
+        grad_x = u - r * r * x32 * (u * x32).mean(-1, keepdim=True)
+        return grad_x.to(x.dtype), scaled_grad_h.T @ x, grad_y.T @ a
 
 
 # AOTAutograd's cache skips every graph that holds a custom autograd.Function unless this is set (as track 1's);
-# ReluSquareMLP's output depends on its inputs only, so its graphs are safe to reuse
+# NormedReluSquareMLP's output depends on its inputs only, so its graphs are safe to reuse
 functorch_config.autograd_cache_allow_custom_autograd_functions = True
 
 
@@ -779,9 +792,10 @@ class MLP(nn.Module):
         self.epilogue = epilogue
 
     def forward(self, x: Tensor) -> Tensor:
+        """The MLP of rms_norm(x)."""
         if self.epilogue:
-            return ReluSquareMLP.apply(x.flatten(0, -2), self.fc_w, self.proj_w).view_as(x)
-        return F.linear(F.relu(F.linear(x, self.fc_w)).square(), self.proj_w)
+            return NormedReluSquareMLP.apply(x.flatten(0, -2), self.fc_w, self.proj_w).view_as(x)
+        return F.linear(F.relu(F.linear(rms_norm(x), self.fc_w)).square(), self.proj_w)
 
 
 class Block(nn.Module):
@@ -794,7 +808,7 @@ class Block(nn.Module):
         x = block_lambdas[0] * x + block_lambdas[1] * x0
         if self.attn is not None:  # record 7 feeds attention the un-normed stream (its values are normed)
             x = x + self.attn(x, value_embed, attn_lambdas, mask)
-        return x + self.mlp(rms_norm(x))
+        return x + self.mlp(x)  # the MLP norms its input
 
 
 def value_embed_layout(num_layers: int) -> list:

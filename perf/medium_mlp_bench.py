@@ -1,13 +1,17 @@
-"""Would track 2's MLP gain from its relu-square in the epilogues of its bf16 GEMMs? Microseconds of each pass as
-training runs it (cuBLAS's GEMM, then inductor's pointwise pass over the GEMM's output) against one persistent
-Triton GEMM (TMA loads and stores) with the pass in its epilogue, at the proxy's 65,536 tokens, 1,024 -> 4,096:
+"""Would track 2's MLP gain from its RMSNorm and relu-square in the epilogues of its bf16 GEMMs? Microseconds of each
+pass as plain torch would run it (compiled: inductor's passes around cuBLAS's GEMM) against one persistent Triton
+GEMM (TMA loads and stores) with the passes in its epilogue, at the proxy's 65,536 tokens, 1,024 -> 4,096, with
+r = each row's reciprocal RMS of x:
 
-  forward   h = x @ fc_w^T, a = relu(h)^2             (cuBLAS writes h, a pass reads it and writes a)
-  backward  grad_h = 2 relu(h) * (grad_y @ proj_w)     (cuBLAS writes grad_a, a pass reads it and h)
+  forward   h = rms_norm(x) @ fc_w^T, a = relu(h)^2   (a pass writes the normed x; cuBLAS writes h; a pass writes a)
+  backward  2 relu(h) * (grad_y @ proj_w) * r          (cuBLAS writes grad_a, a pass reads it and h)
 
-The kernel is train_gpt_medium.py's (--mlp_epilogue): a layer's epilogues save the pass's read of h forward
-(0.54 GB) and grad_a's write and read backward (1.07 GB), which pays only if the Triton GEMM keeps within ~10% of
-cuBLAS at K = 1,024.
+The kernel is train_gpt_medium.py's (--mlp_epilogue): its forward reads x and scales h's rows by r, and its backward
+returns the gradient at h times r, which is what fc_w's gradient and RMSNorm's backward need. r comes from a
+reduction that training fuses into the residual add before it, so it is computed once here, outside the timing.
+A layer's epilogues save, forward, the read of h (0.54 GB) and the normed x (0.13 GB written, 0.13 GB read), and
+backward, grad_a's write and read (1.07 GB); that pays only if the Triton GEMM keeps within ~10% of cuBLAS at
+K = 1,024.
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
 warps, stages, whether the epilogue stores each tile in two halves) with its TFLOP/s and its largest difference from
@@ -34,12 +38,12 @@ TINY_CONFIGS = [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True)]
 
 
 def forward_torch(x, fc_w):
-    h = x @ fc_w.T
+    h = torch.nn.functional.rms_norm(x, (x.size(-1),)) @ fc_w.T
     return h, torch.relu(h).square()
 
 
-def backward_torch(grad_y, proj_w, h):
-    return 2 * torch.relu(h) * (grad_y @ proj_w)
+def backward_torch(grad_y, proj_w, h, row_scale):
+    return 2 * torch.relu(h) * (grad_y @ proj_w) * row_scale[:, None]
 
 
 def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool) -> None:
@@ -77,12 +81,13 @@ def main(argv: list[str]) -> int:
     proj_w = (torch.randn(dim, hidden, device=device, generator=gen) * hidden ** -0.5).to(dtype)
     teraflop = 2 * rows * dim * hidden / 1e12
     h = torch.empty(rows, hidden, dtype=dtype, device=device)
-    bench_pass("forward", forward_torch, lambda launch: medium.relu_square_gemm(x, fc_w, h, False, launch),
-               (x, fc_w), teraflop, tiny)
+    row_scale = torch.rsqrt(x.float().square().mean(-1) + torch.finfo(torch.float32).eps)
+    bench_pass("forward", forward_torch,
+               lambda launch: medium.relu_square_gemm(x, fc_w, h, row_scale, False, launch), (x, fc_w), teraflop, tiny)
     h_reference = forward_torch(x, fc_w)[0]
     bench_pass("backward", backward_torch,
-               lambda launch: medium.relu_square_gemm(grad_y, proj_w, h_reference, True, launch),
-               (grad_y, proj_w, h_reference), teraflop, tiny)
+               lambda launch: medium.relu_square_gemm(grad_y, proj_w, h_reference, row_scale, True, launch),
+               (grad_y, proj_w, h_reference, row_scale), teraflop, tiny)
     return 0
 
 
