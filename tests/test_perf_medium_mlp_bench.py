@@ -1,6 +1,7 @@
 """perf/medium_mlp_bench.py on a small shape on the CPU (--tiny, the kernel under Triton's interpreter): both passes
 of track 2's MLP, the torch path and two launches of the epilogue GEMM (its epilogue whole and split), whose outputs
-must match the torch path's; the GPU numbers come from the device. Run in this process, so that the interpreter fixture's patch applies."""
+must match the torch path's; the GPU numbers come from the device. Run in this process, so that the interpreter
+fixture's patch applies."""
 
 import re
 import sys
