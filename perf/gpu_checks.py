@@ -1,6 +1,6 @@
 """Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
-memory of track 2's fused head against torch.compile of the plain one, and the time of its Newton-Schulz through the
-symmetric matmul kernel against the plain matmuls.
+memory of track 2's fused head against torch.compile of the plain one, the time of its Newton-Schulz through the
+symmetric matmul kernel against the plain matmuls, and its MLP with the epilogue GEMMs against fp64.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
 the timings; exits 1 on a failure.
@@ -56,6 +56,7 @@ def main() -> int:
     results += fp8_mlp_checks()
     results += medium_head_checks()
     results += medium_orthogonalize_checks()
+    results += medium_mlp_checks()
     return 0 if all(results) else 1
 
 
@@ -180,6 +181,31 @@ def medium_head_checks() -> list[bool]:
         ms = do_bench(lambda: head(x, ws[0], targets).backward(), grad_to_none=[x, ws[0]])
         peak = torch.cuda.max_memory_allocated() / 2 ** 30
         print(f"time {name}: forward + backward of 65536 x 1024 -> 50304, {ms:.2f} ms, peak {peak:.1f} GiB")
+    return results
+
+
+def medium_plain_mlp(x, fc_w, proj_w):
+    return F.linear(F.relu(F.linear(F.rms_norm(x, (x.size(-1),)), fc_w)).square(), proj_w)
+
+
+def medium_mlp_checks() -> list[bool]:
+    """Track 2's MLP with its RMSNorm and relu-square in the epilogue GEMMs (NormedReluSquareMLP, bf16, the script's
+    launches) against the plain MLP in fp64; the plain MLP in bf16 beside it, for the size of bf16's own error."""
+    x = (torch.randn(8192, 1024, device="cuda") * 30).bfloat16()
+    fc_w = (torch.randn(4096, 1024, device="cuda") / 32).bfloat16()
+    proj_w = (torch.randn(1024, 4096, device="cuda") / 64).bfloat16()
+    grad_y = torch.randn(8192, 1024, device="cuda").bfloat16()
+    reference = [t.double().requires_grad_(True) for t in (x, fc_w, proj_w)]
+    medium_plain_mlp(*reference).backward(grad_y.double())
+    results = []
+    for name, mlp in [("epilogue MLP", tm.NormedReluSquareMLP.apply), ("plain bf16 MLP", medium_plain_mlp)]:
+        inputs = [t.clone().requires_grad_(True) for t in (x, fc_w, proj_w)]
+        out = mlp(*inputs)
+        out.backward(grad_y)
+        errors = [relative_error(out, medium_plain_mlp(*[t.detach() for t in reference]))]
+        errors += [relative_error(mine.grad, theirs.grad) for mine, theirs in zip(inputs, reference)]
+        for part, error in zip(["output", "grad_x", "grad_fc_w", "grad_proj_w"], errors):
+            results.append(check(f"medium {name} {part} vs fp64", error, 1e-2))
     return results
 
 
