@@ -407,7 +407,7 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, row_scale_ptr, row
 
 
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/medium_mlp_bench.py times others
-MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, False), "backward": (128, 128, 64, 8, 4, 4, False)}
+MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, True), "backward": (128, 256, 64, 8, 8, 3, True)}
 
 
 def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, row_scale: Tensor, backward: bool,
