@@ -463,6 +463,11 @@ def _(grad_y, proj_w, h, row_scale):
     return torch.empty_like(h)
 
 
+def reciprocal_rms(x: Tensor) -> Tensor:
+    """Each row's 1 / RMS in float32, with F.rms_norm's eps: rms_norm(x) = reciprocal_rms(x)[:, None] * x."""
+    return torch.rsqrt(x.float().square().mean(-1) + torch.finfo(torch.float32).eps)
+
+
 class NormedReluSquareMLP(torch.autograd.Function):
     """relu(norm(x) @ fc_w^T)^2 @ proj_w^T (x: tokens x dim), norm(x) = r x with r each row's reciprocal RMS, as
     F.rms_norm. The relu-square, its gradient and r sit in GEMM epilogues (mlp_up, mlp_grad_h), so norm(x) is never
@@ -471,7 +476,7 @@ class NormedReluSquareMLP(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
-        row_scale = torch.rsqrt(x.float().square().mean(-1) + torch.finfo(torch.float32).eps)
+        row_scale = reciprocal_rms(x)
         h, a = mlp_up(x, fc_w, row_scale)
         ctx.save_for_backward(x, row_scale, fc_w, proj_w, h, a)
         return a @ proj_w.T
