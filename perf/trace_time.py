@@ -1,0 +1,96 @@
+"""Seconds dynamo spends tracing a track's training forward (and its autograd.Functions' backwards), with the
+"eager" backend so that neither AOTAutograd nor inductor runs: the `bytecode_tracing` share of every start, warm
+ones too. Tracing is host work, so the CPU and a tiny model show where it goes.
+
+python perf/trace_time.py [short|medium] [--repeats=N] [--top=K] [--script=PATH] [overrides...]  ->  the seconds of
+each repeat (a fresh trace each, in one process) and their minimum, then the K functions dynamo spent longest
+inlining (inclusive seconds, calls, name:line) in the last repeat. --script times another copy of the track's
+script (e.g. a variant under test) with the same model settings.
+"""
+import collections
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch._dynamo import symbolic_convert
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
+TINY = ["--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
+        "--val_seq_len=256"]
+
+
+def load_script(path: Path):
+    spec = importlib.util.spec_from_file_location(f"traced_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class InlineTimer:
+    """Inclusive seconds and calls per function that dynamo inlines, while installed."""
+
+    def __init__(self):
+        self.seconds, self.calls = collections.Counter(), collections.Counter()
+        self.original = symbolic_convert.InliningInstructionTranslator.inline_call_
+
+    def __enter__(self):
+        original, seconds, calls = self.original, self.seconds, self.calls
+
+        def timed(translator, *args, **kwargs):
+            code = translator.f_code
+            name = f"{Path(code.co_filename).name}:{code.co_name}:{code.co_firstlineno}"
+            start = time.perf_counter()
+            try:
+                return original(translator, *args, **kwargs)
+            finally:
+                seconds[name] += time.perf_counter() - start
+                calls[name] += 1
+
+        symbolic_convert.InliningInstructionTranslator.inline_call_ = timed
+        return self
+
+    def __exit__(self, *exc):
+        symbolic_convert.InliningInstructionTranslator.inline_call_ = self.original
+
+
+def trace_seconds(script, overrides: list[str], repeats: int) -> tuple[list[float], InlineTimer]:
+    """Each repeat resets dynamo and traces the tiny model's training forward once (its first call)."""
+    args = script.parse_args(TINY + overrides)
+    torch.manual_seed(0)
+    model = script.GPT(args)
+    tokens = torch.randint(0, script.EOT_TOKEN, (args.train_seq_len + 1,))
+    tokens[::50] = script.EOT_TOKEN  # a few documents
+    window = torch.tensor(script.window_blocks(0, args), dtype=torch.int32)
+    seconds = []
+    for _ in range(repeats):
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="eager", dynamic=False)
+        with InlineTimer() as timer:
+            start = time.perf_counter()
+            compiled(tokens[:-1], tokens[1:], window)
+            seconds.append(time.perf_counter() - start)
+    return seconds, timer
+
+
+def main(argv: list[str]) -> int:
+    track = argv.pop(0) if argv and argv[0] in SCRIPTS else "short"
+    options = {"repeats": "3", "top": "10", "script": str(SCRIPTS[track])}
+    overrides = []
+    for arg in argv:
+        name, _, value = arg.removeprefix("--").partition("=")
+        if arg.startswith("--") and name in options and value:
+            options[name] = value
+        else:
+            overrides.append(arg)
+    seconds, timer = trace_seconds(load_script(Path(options["script"])), overrides, int(options["repeats"]))
+    print(f"{track}: tracing {min(seconds):.2f} s (min of {' '.join(f'{s:.2f}' for s in seconds)})")
+    for name, spent in timer.seconds.most_common(int(options["top"])):
+        print(f"{spent:8.2f} s {timer.calls[name]:5d} x {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,24 @@
+"""perf/trace_time.py on the CPU: it traces the tiny model's training forward with dynamo alone and names the
+functions it inlined, with the overrides reaching the model."""
+
+import collections
+import re
+import subprocess
+import sys
+
+
+def test_short_track_reports_its_blocks_with_the_overridden_layer_count(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "short", "--repeats=2", "--top=40",
+                             "--num_layers=7"], cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    first, *rows = result.stdout.splitlines()
+    match = re.fullmatch(r"short: tracing ([\d.]+) s \(min of ([\d.]+) ([\d.]+)\)", first)
+    assert match, first
+    assert float(match[1]) == min(float(match[2]), float(match[3])) > 0
+    calls = collections.defaultdict(set)  # (file, function) -> the call counts of its lines
+    for row in rows:
+        row_match = re.fullmatch(r" *([\d.]+) s +(\d+) x ([^:\s]+):(\S+):(\d+)", row)
+        assert row_match, row
+        calls[(row_match[3], row_match[4])].add(int(row_match[2]))
+    assert 7 in calls[("train_gpt.py", "forward")]  # a block's forward, once per layer
+    assert 7 in calls[("train_gpt.py", "backward")]  # FP8MLP's backward: dynamo traces it at every call
