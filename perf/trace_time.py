@@ -85,7 +85,12 @@ def main(argv: list[str]) -> int:
             options[name] = value
         else:
             overrides.append(arg)
-    seconds, timer = trace_seconds(load_script(Path(options["script"])), overrides, int(options["repeats"]))
+    script = load_script(Path(options["script"]))
+    try:
+        seconds, timer = trace_seconds(script, overrides, int(options["repeats"]))
+    except script.SetupError as error:  # a bad override: the script's own one-line message
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"{track}: tracing {min(seconds):.2f} s (min of {' '.join(f'{s:.2f}' for s in seconds)})")
     for name, spent in timer.seconds.most_common(int(options["top"])):
         print(f"{spent:8.2f} s {timer.calls[name]:5d} x {name}")

@@ -22,3 +22,10 @@ def test_short_track_reports_its_blocks_with_the_overridden_layer_count(repo_roo
         calls[(row_match[3], row_match[4])].add(int(row_match[2]))
     assert 7 in calls[("train_gpt.py", "forward")]  # a block's forward, once per layer
     assert 7 in calls[("train_gpt.py", "backward")]  # FP8MLP's backward: dynamo traces it at every call
+
+
+def test_a_bad_override_is_the_scripts_one_line_error(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "short", "--no_such_setting=1"], cwd=repo_root,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: unknown setting --no_such_setting (see --help for the list)"]
