@@ -417,7 +417,7 @@ def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
     return FP8MLP.apply(x, fc_w, proj_w, row_step)
 
 
-def trace_fp8_mlp_as_one_call():
+def trace_mlp_as_one_call():
     """Before torch.compile: fp8_mlp becomes one call in dynamo's graph, and AOTAutograd traces FP8MLP into the
     compiled graphs as before (the same graphs). Dynamo traced an autograd.Function's forward and backward at every
     call: half of the model's tracing (perf/trace_time.py, tiny model on the CPU: 6.5 -> 3.6 s), at every start, warm
@@ -1739,7 +1739,7 @@ def main():
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)
     if args.compile:
-        trace_fp8_mlp_as_one_call()
+        trace_mlp_as_one_call()
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
     optimizers = build_optimizers(raw_model, args, comm)
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)

@@ -29,3 +29,16 @@ def test_a_bad_override_is_the_scripts_one_line_error(repo_root):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: unknown setting --no_such_setting (see --help for the list)"]
+
+
+def test_medium_track_traces_its_sixteen_blocks_without_the_mlps_backward(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "medium", "--repeats=1", "--top=40"], cwd=repo_root,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    calls = collections.defaultdict(set)  # (file, function) -> the call counts of its lines
+    for row in result.stdout.splitlines()[1:]:
+        row_match = re.fullmatch(r" *([\d.]+) s +(\d+) x ([^:\s]+):(\S+):(\d+)", row)
+        assert row_match, row
+        calls[(row_match[3], row_match[4])].add(int(row_match[2]))
+    assert 16 in calls[("train_gpt_medium.py", "forward")]  # a block's forward, once per layer
+    assert ("train_gpt_medium.py", "backward") not in calls  # NormedReluSquareMLP is one call
