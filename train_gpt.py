@@ -419,8 +419,8 @@ def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
 
 def trace_mlp_as_one_call():
     """Before torch.compile: fp8_mlp becomes one call in dynamo's graph, and AOTAutograd traces FP8MLP into the
-    compiled graphs as before (the same graphs). Dynamo traced an autograd.Function's forward and backward at every
-    call: half of the model's tracing (perf/trace_time.py, tiny model on the CPU: 6.5 -> 3.6 s), at every start, warm
+    compiled graphs as before (the same ops). Dynamo traced an autograd.Function's forward and backward at every
+    call: half of the model's tracing (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm
     ones too. AOTAutograd's cache skips graphs that call a Python function unless it is marked cacheable (each start
     would re-trace and re-partition the model); the mark's key is the source of what fp8_mlp runs, so that an edited
     FP8MLP misses instead of reusing old graphs."""
