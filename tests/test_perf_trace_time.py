@@ -7,6 +7,16 @@ import subprocess
 import sys
 
 
+def inlined_calls(rows: list[str]) -> dict[tuple[str, str], set[int]]:
+    """(file, function) -> the call counts of its lines, from the tool's per-function rows (each must parse)."""
+    calls = collections.defaultdict(set)
+    for row in rows:
+        row_match = re.fullmatch(r" *([\d.]+) s +(\d+) x ([^:\s]+):(\S+):(\d+)", row)
+        assert row_match, row
+        calls[(row_match[3], row_match[4])].add(int(row_match[2]))
+    return calls
+
+
 def test_short_track_reports_its_blocks_with_the_overridden_layer_count(repo_root):
     result = subprocess.run([sys.executable, "perf/trace_time.py", "short", "--repeats=2", "--top=40",
                              "--num_layers=7"], cwd=repo_root, capture_output=True, text=True, timeout=600)
@@ -15,13 +25,9 @@ def test_short_track_reports_its_blocks_with_the_overridden_layer_count(repo_roo
     match = re.fullmatch(r"short: tracing ([\d.]+) s \(min of ([\d.]+) ([\d.]+)\)", first)
     assert match, first
     assert float(match[1]) == min(float(match[2]), float(match[3])) > 0
-    calls = collections.defaultdict(set)  # (file, function) -> the call counts of its lines
-    for row in rows:
-        row_match = re.fullmatch(r" *([\d.]+) s +(\d+) x ([^:\s]+):(\S+):(\d+)", row)
-        assert row_match, row
-        calls[(row_match[3], row_match[4])].add(int(row_match[2]))
+    calls = inlined_calls(rows)
     assert 7 in calls[("train_gpt.py", "forward")]  # a block's forward, once per layer
-    assert 7 in calls[("train_gpt.py", "backward")]  # FP8MLP's backward: dynamo traces it at every call
+    assert ("train_gpt.py", "backward") not in calls  # FP8MLP is one call (fp8_mlp): its backward is not traced
 
 
 def test_a_bad_override_is_the_scripts_one_line_error(repo_root):
@@ -29,3 +35,12 @@ def test_a_bad_override_is_the_scripts_one_line_error(repo_root):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: unknown setting --no_such_setting (see --help for the list)"]
+
+
+def test_medium_track_traces_its_sixteen_blocks_without_the_mlps_backward(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "medium", "--repeats=1", "--top=40"], cwd=repo_root,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    calls = inlined_calls(result.stdout.splitlines()[1:])
+    assert 16 in calls[("train_gpt_medium.py", "forward")]  # a block's forward, once per layer
+    assert ("train_gpt_medium.py", "backward") not in calls  # NormedReluSquareMLP is one call

@@ -63,26 +63,39 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
         assert compile_in_fresh_process(tmp_path, "c", path, "none", script)[-1] == "hits 0"
 
 
-FP8_COMPILE = """
-import torch
-import train_gpt
-x, fc, proj = (torch.randn(*shape, requires_grad=True) for shape in [(32, 64), (64, 48), (64, 48)])
-f = torch.compile(lambda x, fc, proj: train_gpt.FP8MLP.apply(x, fc, proj, 1).float().square().sum(), dynamic=False)
+MLP_COMPILE = """
+import importlib, sys, torch
+script_name, function_name, fc_shape, version = sys.argv[1], sys.argv[2], eval(sys.argv[3]), sys.argv[4]
+script = importlib.import_module(script_name)
+script.trace_mlp_as_one_call()
+if version == "edited":  # as if the MLP's source had changed
+    torch._inductor.config.unsafe_marked_cacheable_functions[f"{script_name}.{function_name}"] += "edited"
+mlp = getattr(script, function_name)
+extra = (1,) if script_name == "train_gpt" else ()  # track 1's amax row step
+x, fc, proj = (torch.randn(*shape, requires_grad=True) for shape in [(32, 64), fc_shape, (64, 48)])
+f = torch.compile(lambda x, fc, proj: mlp(x, fc, proj, *extra).float().square().sum(), dynamic=False)
 f(x, fc, proj).backward()
-print(train_gpt.compile_cache_lookups())
+print(script.compile_cache_lookups())
 """
 
 
-def test_a_graph_with_the_fp8_autograd_function_is_served_by_aotautograds_cache(tmp_path):
-    """FP8MLP is a torch.autograd.Function, which AOTAutograd's cache skips unless train_gpt allows it: a second
-    process then loads the traced forward and backward instead of tracing them again (a faster warm start)."""
+@pytest.mark.parametrize("script, function_name, fc_shape", [("train_gpt", "fp8_mlp", "(64, 48)"),
+                                                             ("train_gpt_medium", "normed_relu_square_mlp", "(48, 64)")])
+def test_the_mlp_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(tmp_path, script,
+                                                                                          function_name, fc_shape):
+    """Each track's MLP (an autograd.Function) is one call in dynamo's graph, and AOTAutograd's cache keeps the graphs
+    that call it, keyed by the source of what it runs: a second process loads the traced forward and backward instead
+    of tracing them again (a faster warm start), and one whose MLP source differs misses."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
-    runs = [subprocess.run([sys.executable, "-c", FP8_COMPILE], cwd=REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=300) for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", MLP_COMPILE, script, function_name, fc_shape, version],
+                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+            for version in ("same", "same", "edited")]
     assert all(run.returncode == 0 for run in runs), runs[-1].stderr[-3000:]
-    first, second = (run.stdout.strip().splitlines()[-1] for run in runs)
+    first, second, edited = (run.stdout.strip().splitlines()[-1] for run in runs)
     assert "autograd_cache_miss 1" in first and "autograd_cache_saved 1" in first and "bypass" not in first
     assert "autograd_cache_hit 1" in second and "bypass" not in second
+    assert "autograd_cache_miss 1" in edited and "autograd_cache_hit" not in edited
+
 
 def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
     assert train_gpt.load_compile_cache("") is None
