@@ -31,6 +31,8 @@ OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the defa
     "bwd 64x128/128x64": {"BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64},
     "bwd 32x128/128x32": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32},
     "warps 4 stages 3": {"num_warps": 4, "num_stages": 3},
+    "tma": {"USE_TMA": True},  # Hopper's tensor memory accelerator for the loads (torch's default only on XPU)
+    "tma bwd 64x128/128x64": {"USE_TMA": True, "BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64},
     "flash": {"BACKEND": "FLASH"},
 }
 SHAPES = {"short": ("track 1", short, 48 * 1024, 6), "medium": ("track 2", medium, 64 * 1024, 8)}  # tokens, heads
