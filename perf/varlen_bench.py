@@ -34,7 +34,8 @@ def document_starts(docs: torch.Tensor) -> torch.Tensor:
 def token_window_mask(docs: torch.Tensor, window_tokens: int):
     def rule(b, h, q_idx, kv_idx):
         return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx) & (q_idx - kv_idx < window_tokens)
-    return create_block_mask(rule, None, None, docs.numel(), docs.numel(), device=docs.device)
+    # compiled: evaluated block by block; eagerly the rule would be materialised for all 48K x 48K (64K x 64K) pairs
+    return create_block_mask(rule, None, None, docs.numel(), docs.numel(), device=docs.device, _compile=True)
 
 
 def forward_backward_ms(attend, inputs, grad) -> tuple[float, torch.Tensor]:
