@@ -56,7 +56,7 @@ def main(tracks: list[str]):
         as_flex = [x.detach().transpose(0, 1)[None].requires_grad_() for x in (q, k, v)]
         flex_grad = grad.transpose(0, 1)[None]
         print(f"{track}: {tokens} tokens, {starts.numel() - 1} documents, longest {longest}")
-        for window in (7, 14):
+        for window in (3, 7, 14):  # in blocks: the end of training's short and long windows, and an early one
             times = {}
             masks = {"flex blocks": script.block_masks(docs, [torch.tensor(window, device="cuda")])[0],
                      "flex tokens": token_window_mask(docs, window * 128)}
