@@ -35,6 +35,7 @@ OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the defa
     "tma bwd 64x128/128x64": {"USE_TMA": True, "BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64},
     "flash": {"BACKEND": "FLASH"},
 }
+SCALE = 0.12  # the scripts' attention scale (with QK-norm)
 SHAPES = {"short": ("track 1", short, 48 * 1024, 6), "medium": ("track 2", medium, 64 * 1024, 8)}  # tokens, heads
 
 
@@ -46,7 +47,7 @@ def proxy_tokens(count: int) -> torch.Tensor:
 def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor, float, float]:
     """Milliseconds of forward + backward, the output, and the seconds of the first forward and the first backward
     (their compiles included: cold when the inductor and Triton caches are empty)."""
-    attend = torch.compile(lambda q, k, v: flex_attention(q, k, v, block_mask=mask, scale=0.12,
+    attend = torch.compile(lambda q, k, v: flex_attention(q, k, v, block_mask=mask, scale=SCALE,
                                                           kernel_options=options), dynamic=False)
     start = time.perf_counter()
     out = attend(q, k, v)

@@ -13,14 +13,12 @@ import sys
 from pathlib import Path
 
 import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import create_block_mask
 from torch.nn.attention.varlen import varlen_attn
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flex_bench import SHAPES, proxy_tokens  # noqa: E402
-
-SCALE = 0.12
+from flex_bench import SCALE, SHAPES, proxy_tokens, time_attention  # noqa: E402
 
 
 def document_starts(docs: torch.Tensor) -> torch.Tensor:
@@ -54,7 +52,6 @@ def main(tracks: list[str]):
                    for _ in range(3))
         grad = torch.randn_like(q)
         as_flex = [x.detach().transpose(0, 1)[None].requires_grad_() for x in (q, k, v)]
-        flex_grad = grad.transpose(0, 1)[None]
         print(f"{track}: {tokens} tokens, {starts.numel() - 1} documents, longest {longest}")
         for window in (3, 7, 14):  # in blocks: the end of training's short and long windows, and an early one
             times = {}
@@ -62,9 +59,7 @@ def main(tracks: list[str]):
                      "flex tokens": token_window_mask(docs, window * 128)}
             outputs = {}
             for name, mask in masks.items():
-                attend = torch.compile(lambda q, k, v, mask=mask: flex_attention(q, k, v, block_mask=mask,
-                                                                                  scale=SCALE), dynamic=False)
-                times[name], out = forward_backward_ms(attend, as_flex, flex_grad)
+                times[name], out, _, _ = time_attention(*as_flex, mask, {})  # flex_bench's default option set
                 outputs[name] = out[0].transpose(0, 1)
             for name, bound in (("varlen", longest), ("varlen bound", tokens)):
                 def attend(q, k, v, bound=bound):
