@@ -54,6 +54,7 @@ def main() -> int:
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
     results += fp8_mlp_checks()
+    results += attention_inputs_checks()
     results += medium_head_checks()
     results += medium_orthogonalize_checks()
     results += medium_mlp_checks()
@@ -150,6 +151,33 @@ def fused_head_ce_checks() -> list[bool]:
         print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
               f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
     return results + [same > 0.98, transposed, saturates]
+
+
+def attention_inputs_checks() -> list[bool]:
+    """Track 1's attention inputs (QK-norm, rotary, value mix: one kernel each way) against the torch path in fp32 at
+    the proxy step's shape, and the op's forward + backward time against inductor's kernels for the torch path."""
+    tokens, heads, head_dim = 49152, 6, 128
+    cos, sin = (t.cuda() for t in tg.Rotary(head_dim, tokens).tables(tokens))
+    qkv = torch.randn(1, tokens, 3 * heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    ve = torch.randn(1, tokens, heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    lambdas = torch.tensor([0.7, -0.4], device="cuda")
+    grads = tuple(torch.randn_like(ve) for _ in range(3))
+    exact = [t.float().requires_grad_() for t in (qkv, lambdas, ve)]
+    reference = tg.attention_inputs_torch(exact[0], cos, sin, exact[1], exact[2])
+    expected = torch.autograd.grad(reference, exact, [g.float() for g in grads])
+    outputs = tg.attention_inputs_triton(qkv, cos, sin, lambdas, ve)
+    gradients = tg.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    results = [check(f"attention inputs {name} vs torch", relative_error(ours, theirs), 1e-2)
+               for name, ours, theirs in zip(("q", "k", "v"), outputs, reference)]
+    results += [check(f"attention inputs gradient of {name} vs torch", relative_error(ours, theirs), 1e-2)
+                for name, ours, theirs in zip(("qkv", "lambdas", "value embedding"), gradients, expected)]
+    leaves = [t.clone().requires_grad_() for t in (qkv, lambdas, ve)]
+    inductor = torch.compile(lambda qkv, lambdas, ve: tg.attention_inputs_torch(qkv, cos, sin, lambdas, ve))
+    for name, forward in (("op (kernels)", lambda *a: tg.attention_inputs(a[0], cos, sin, a[1], a[2])),
+                          ("torch path compiled", inductor)):
+        ms = do_bench(lambda: torch.autograd.grad(forward(*leaves), leaves, grads))
+        print(f"time attention inputs forward + backward, {tokens} tokens x {heads} heads, {name}: {ms:.3f} ms")
+    return results
 
 
 def medium_plain_head(x, w, targets):
