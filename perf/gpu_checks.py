@@ -173,10 +173,13 @@ def attention_inputs_checks() -> list[bool]:
                 for name, ours, theirs in zip(("qkv", "lambdas", "value embedding"), gradients, expected)]
     leaves = [t.clone().requires_grad_() for t in (qkv, lambdas, ve)]
     inductor = torch.compile(lambda qkv, lambdas, ve: tg.attention_inputs_torch(qkv, cos, sin, lambdas, ve))
-    for name, forward in (("op (kernels)", lambda *a: tg.attention_inputs(a[0], cos, sin, a[1], a[2])),
-                          ("torch path compiled", inductor)):
-        ms = do_bench(lambda: torch.autograd.grad(forward(*leaves), leaves, grads))
-        print(f"time attention inputs forward + backward, {tokens} tokens x {heads} heads, {name}: {ms:.3f} ms")
+    ms = do_bench(lambda: torch.autograd.grad(inductor(*leaves), leaves, grads))
+    print(f"time attention inputs forward + backward, {tokens} tokens x {heads} heads, inductor: {ms:.3f} ms")
+    for launch in [tg.ATTENTION_INPUTS_LAUNCH, (8, 4), (32, 4), (32, 8), (64, 8)]:  # BLOCK_ROWS, num_warps
+        ms = do_bench(lambda: (tg.attention_inputs_triton(qkv, cos, sin, lambdas, ve, launch),
+                               tg.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)))
+        print(f"time attention inputs forward + backward, {tokens} tokens x {heads} heads, kernels {launch}: "
+              f"{ms:.3f} ms")
     return results
 
 
