@@ -580,25 +580,35 @@ def store_halves(ptr, at, mask, first, second, HALF: tl.constexpr):
 
 
 @triton.jit
+def normed_halves(ptr, at, mask, eps, HALF: tl.constexpr):
+    """A block of rows, RMS-normed: the two halves in fp32, and each row's scale."""
+    x1, x2 = load_halves(ptr, at, mask, HALF)
+    scale = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
+    return x1 * scale, x2 * scale, scale
+
+
+@triton.jit
+def norm_backward(y1, y2, scale, g1, g2, HALF: tl.constexpr):
+    """The gradient of the rows x that normed to y, given y's: scale (g - y mean(g y))."""
+    mean = ((tl.sum(g1 * y1, 1) + tl.sum(g2 * y2, 1)) / (2 * HALF))[:, None]
+    return scale * (g1 - y1 * mean), scale * (g2 - y2 * mean)
+
+
+@triton.jit
 def norm_rotate_rows(qkv_ptr, out_ptr, src, dst, mask, cos, sin, eps, HALF: tl.constexpr):
     """Rows of q (or k) RMS-normed, then each first-half dim rotated with its second-half partner (the tables'
     second halves are cos 1, sin 0: those dims stay position-free)."""
-    x1, x2 = load_halves(qkv_ptr, src, mask, HALF)
-    scale = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
-    y1, y2 = x1 * scale, x2 * scale
+    y1, y2, _ = normed_halves(qkv_ptr, src, mask, eps, HALF)
     store_halves(out_ptr, dst, mask, y1 * cos + y2 * sin, y2 * cos - y1 * sin, HALF)
 
 
 @triton.jit
 def norm_rotate_rows_backward(qkv_ptr, grad_ptr, grad_qkv_ptr, src, dst, mask, cos, sin, eps, HALF: tl.constexpr):
-    """norm_rotate_rows' gradient: rotated back, then through the norm, r (g - y mean(g y)), into qkv's rows."""
-    x1, x2 = load_halves(qkv_ptr, src, mask, HALF)
-    scale = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
-    y1, y2 = x1 * scale, x2 * scale
+    """norm_rotate_rows' gradient: rotated back, then through the norm, into qkv's rows."""
+    y1, y2, scale = normed_halves(qkv_ptr, src, mask, eps, HALF)
     g1, g2 = load_halves(grad_ptr, dst, mask, HALF)
-    g1, g2 = g1 * cos - g2 * sin, g1 * sin + g2 * cos
-    mean = ((tl.sum(g1 * y1, 1) + tl.sum(g2 * y2, 1)) / (2 * HALF))[:, None]
-    store_halves(grad_qkv_ptr, src, mask, scale * (g1 - y1 * mean), scale * (g2 - y2 * mean), HALF)
+    g1, g2 = norm_backward(y1, y2, scale, g1 * cos - g2 * sin, g1 * sin + g2 * cos, HALF)
+    store_halves(grad_qkv_ptr, src, mask, g1, g2, HALF)
 
 
 @triton.jit
@@ -699,12 +709,17 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
     return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
 
 
+def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
+    """The gradient of x (fp32) for rms_norm(x), given the output's."""
+    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + ROTARY_EPS)
+    y = x * scale
+    return scale * (grad - y * (grad * y).mean(-1, keepdim=True))
+
+
 def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """The gradient of x (fp32) for rotated(rms_norm(x)), given the output's."""
-    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + ROTARY_EPS)
-    y, (g1, g2) = x * scale, grad.chunk(2, dim=-1)
-    g = torch.cat((g1 * cos - g2 * sin, g1 * sin + g2 * cos), dim=-1)
-    return scale * (g - y * (g * y).mean(-1, keepdim=True))
+    g1, g2 = grad.chunk(2, dim=-1)
+    return norm_grad(x, torch.cat((g1 * cos - g2 * sin, g1 * sin + g2 * cos), dim=-1))
 
 
 def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
