@@ -1,4 +1,4 @@
-"""train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel" and the Newton-Schulz
+"""train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel", "Attention inputs" and the Newton-Schulz
 orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the head's choice of
 its fused op are checked for train_gpt_medium.py's copies too."""
 
@@ -670,36 +670,41 @@ def test_fp8_mlp_is_fp8_in_training_only_and_learns():
 
 
 # ----------------------------------------------------------------------------------------------
-# Attention inputs (attention_inputs): q and k RMS-normed and rotated, v mixed with the value embedding; the kernels
-# under Triton's interpreter against the torch path, and the op's registration
+# Attention inputs (attention_inputs, both scripts; track 2 norms the values too): q and k RMS-normed and rotated, v
+# mixed with the value embedding; the kernels under Triton's interpreter against each script's torch path, and the
+# op's registration
+
+SCRIPTS = pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 
 
-def attention_case(tokens: int, has_ve: bool, seed: int = 0, heads: int = 3, head_dim: int = 32):
+def attention_case(script, tokens: int, has_ve: bool, seed: int = 0, heads: int = 3, head_dim: int = 32):
     gen = torch.Generator().manual_seed(seed)
-    cos, sin = train_gpt.Rotary(head_dim, 256).tables(tokens)
+    cos, sin = script.Rotary(head_dim, 256).tables(tokens)
     qkv = torch.randn(1, tokens, 3 * heads, head_dim, generator=gen).bfloat16()
     ve = torch.randn(1, tokens, heads, head_dim, generator=gen).bfloat16() if has_ve else None
     grads = tuple(torch.randn(1, tokens, heads, head_dim, generator=gen).bfloat16() for _ in range(3))
     return qkv, cos, sin, torch.tensor([0.7, -0.4]), ve, grads
 
 
-def torch_attention_gradients(qkv, cos, sin, lambdas, ve, grads):
-    """The torch path's gradients in fp32 (qkv, lambdas, ve), from fp32 copies of the inputs."""
+def torch_attention_gradients(script, qkv, cos, sin, lambdas, ve, grads):
+    """The torch path's gradients in fp32 (qkv, lambdas, ve), from fp32 copies of the inputs, by autograd."""
     inputs = [t.float().requires_grad_() for t in (qkv, lambdas) + ((ve,) if ve is not None else ())]
-    outputs = train_gpt.attention_inputs_torch(inputs[0], cos, sin, inputs[1], inputs[2] if ve is not None else None)
+    outputs = script.attention_inputs_torch(inputs[0], cos, sin, inputs[1], inputs[2] if ve is not None else None)
     return torch.autograd.grad(outputs, inputs, [g.float() for g in grads], allow_unused=True)
 
 
+@SCRIPTS
 @pytest.mark.parametrize("tokens", [16, 37])  # whole blocks of rows, and a partial last block
 @pytest.mark.parametrize("has_ve", [True, False], ids=["value embedding", "none"])
-def test_attention_inputs_kernels_match_the_torch_path(interpreted_kernel, tokens, has_ve):
-    qkv, cos, sin, lambdas, ve, grads = attention_case(tokens, has_ve)
-    reference = train_gpt.attention_inputs_torch(qkv.float(), cos, sin, lambdas, ve.float() if has_ve else None)
-    for ours, theirs in zip(train_gpt.attention_inputs_triton(qkv, cos, sin, lambdas, ve), reference):
+def test_attention_inputs_kernels_match_the_torch_path(require_interpreted, script, tokens, has_ve):
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, tokens, has_ve)
+    reference = script.attention_inputs_torch(qkv.float(), cos, sin, lambdas, ve.float() if has_ve else None)
+    for ours, theirs in zip(script.attention_inputs_triton(qkv, cos, sin, lambdas, ve), reference):
         assert ours.dtype == torch.bfloat16 and ours.shape == theirs.shape
         torch.testing.assert_close(ours.float(), theirs, rtol=2 ** -7, atol=2 ** -7)  # bf16's rounding
-    grad_qkv, grad_lambdas, grad_ve = train_gpt.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
-    expected = torch_attention_gradients(qkv, cos, sin, lambdas, ve, grads)
+    grad_qkv, grad_lambdas, grad_ve = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    expected = torch_attention_gradients(script, qkv, cos, sin, lambdas, ve, grads)
     torch.testing.assert_close(grad_qkv.float(), expected[0], rtol=2 ** -7, atol=2 ** -6)
     torch.testing.assert_close(grad_lambdas, expected[1], rtol=1e-4, atol=1e-3)  # fp32 sums of ~10^3 products
     assert (grad_ve is None) == (not has_ve)
@@ -707,28 +712,35 @@ def test_attention_inputs_kernels_match_the_torch_path(interpreted_kernel, token
         torch.testing.assert_close(grad_ve.float(), expected[2], rtol=2 ** -7, atol=2 ** -7)
 
 
-def test_attention_inputs_torch_path_norms_q_and_k_and_mixes_v():
-    qkv, cos, sin, lambdas, ve, _ = attention_case(8, True)
-    q, k, v = train_gpt.attention_inputs_torch(qkv, cos, sin, lambdas, ve)
+@SCRIPTS
+def test_attention_inputs_torch_path_norms_q_and_k_and_mixes_v(script):
+    qkv, cos, sin, lambdas, ve, _ = attention_case(script, 8, True)
+    q, k, v = script.attention_inputs_torch(qkv, cos, sin, lambdas, ve)
     for x in (q, k):  # rotation keeps each row's norm: RMS 1 after the norm
         torch.testing.assert_close(x.float().square().mean(-1), torch.ones(1, 8, 3), rtol=0, atol=2e-2)
-    torch.testing.assert_close(v, (0.7 * qkv[:, :, 6:].float() - 0.4 * ve.float()).bfloat16(), rtol=0, atol=2 ** -6)
+    values = qkv[:, :, 6:].float()
+    if script is train_gpt_medium:  # track 2 norms the values before the mix
+        values = F.rms_norm(qkv[:, :, 6:], (32,)).float()
+    torch.testing.assert_close(v, (0.7 * values - 0.4 * ve.float()).bfloat16(), rtol=0, atol=2 ** -6)
 
 
+@SCRIPTS
 @pytest.mark.parametrize("has_ve", [True, False], ids=["value embedding", "none"])
 @pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
                                        "test_aot_dispatch_dynamic"])
-def test_attention_inputs_opcheck(test_util, has_ve):
-    qkv, cos, sin, lambdas, ve, _ = attention_case(12, has_ve)
+def test_attention_inputs_opcheck(script, test_util, has_ve):
+    qkv, cos, sin, lambdas, ve, _ = attention_case(script, 12, has_ve)
     args = (qkv.requires_grad_(), cos, sin, lambdas.requires_grad_(), ve.requires_grad_() if has_ve else None)
-    assert torch.library.opcheck(train_gpt.attention_inputs, args, test_utils=test_util) == {test_util: "SUCCESS"}
+    assert torch.library.opcheck(script.attention_inputs, args, test_utils=test_util) == {test_util: "SUCCESS"}
 
 
-def test_attention_inputs_gradients_flow_to_every_input_the_forward_uses():
-    qkv, cos, sin, lambdas, ve, grads = attention_case(10, True)
+@SCRIPTS
+def test_attention_inputs_gradients_on_the_cpu_path_are_autograds(script):
+    """The op's CPU backward (the kernel's formulas in torch ops) gives what autograd gives for the torch path."""
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 10, True)
     qkv.requires_grad_(), lambdas.requires_grad_(), ve.requires_grad_()
-    outputs = train_gpt.attention_inputs(qkv, cos, sin, lambdas, ve)
+    outputs = script.attention_inputs(qkv, cos, sin, lambdas, ve)
     torch.autograd.backward(outputs, grads)
-    expected = torch_attention_gradients(qkv.detach(), cos, sin, lambdas.detach(), ve.detach(), grads)
+    expected = torch_attention_gradients(script, qkv.detach(), cos, sin, lambdas.detach(), ve.detach(), grads)
     for got, want in zip((qkv.grad, lambdas.grad, ve.grad), expected):
         torch.testing.assert_close(got.float(), want, rtol=2 ** -7, atol=2 ** -6)
