@@ -337,10 +337,11 @@ def norm_rotate_rows(qkv_ptr, out_ptr, src, dst, mask, cos, sin, eps, HALF: tl.c
 
 
 @triton.jit
-def norm_rotate_rows_backward(qkv_ptr, grad_ptr, grad_qkv_ptr, src, dst, mask, cos, sin, eps, HALF: tl.constexpr):
+def norm_rotate_rows_backward(qkv_ptr, grad_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps,
+                              HALF: tl.constexpr):
     """norm_rotate_rows' gradient: rotated back, then through the norm, into qkv's rows."""
     y1, y2, scale = normed_halves(qkv_ptr, src, mask, eps, HALF)
-    g1, g2 = load_halves(grad_ptr, dst, mask, HALF)
+    g1, g2 = load_halves(grad_ptr, grad_at, mask, HALF)
     g1, g2 = norm_backward(y1, y2, scale, g1 * cos - g2 * sin, g1 * sin + g2 * cos, HALF)
     store_halves(grad_qkv_ptr, src, mask, g1, g2, HALF)
 
@@ -375,14 +376,19 @@ def attention_inputs_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, q_pt
 @triton.jit
 def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, grad_q_ptr, grad_k_ptr,
                                      grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, rows, heads, eps,
-                                     HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, HAS_VE: tl.constexpr):
-    """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'."""
+                                     grad_token_stride, grad_head_stride, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                                     HAS_VE: tl.constexpr):
+    """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'. The
+    incoming gradients may have any token and head strides (FlexAttention's backward picks their layout)."""
     src, dst, table, mask = row_addresses(rows, heads, BLOCK_ROWS, HALF)
+    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    at = (r // heads).to(tl.int64) * grad_token_stride + (r % heads).to(tl.int64) * grad_head_stride
+    grad_at = at[:, None] + tl.arange(0, HALF)[None, :]
     cos, sin = tl.load(cos_ptr + table, mask=mask, other=0.0), tl.load(sin_ptr + table, mask=mask, other=0.0)
-    norm_rotate_rows_backward(qkv_ptr, grad_q_ptr, grad_qkv_ptr, src, dst, mask, cos, sin, eps, HALF)
-    norm_rotate_rows_backward(qkv_ptr, grad_k_ptr, grad_qkv_ptr, src + heads * 2 * HALF, dst, mask, cos, sin, eps,
-                              HALF)
-    g1, g2 = load_halves(grad_v_ptr, dst, mask, HALF)
+    norm_rotate_rows_backward(qkv_ptr, grad_q_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps, HALF)
+    norm_rotate_rows_backward(qkv_ptr, grad_k_ptr, grad_qkv_ptr, src + heads * 2 * HALF, grad_at, mask, cos, sin,
+                              eps, HALF)
+    g1, g2 = load_halves(grad_v_ptr, grad_at, mask, HALF)
     v1, v2, scale = normed_halves(qkv_ptr, src + heads * 4 * HALF, mask, eps, HALF)
     n1, n2 = norm_backward(v1, v2, scale, g1 * tl.load(lambdas_ptr), g2 * tl.load(lambdas_ptr), HALF)
     store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, n1, n2, HALF)
@@ -430,7 +436,9 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
 def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                      lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH):
     """The gradients of qkv, of the two lambdas and of the value embedding (None without one)."""
-    grad_q, grad_k, grad_v = (g.contiguous() for g in grads)
+    grad_q, grad_k, grad_v = (g.reshape(-1, *g.shape[-2:]) for g in grads)  # tokens x heads x head_dim views
+    if len({g.stride() for g in (grad_q, grad_k, grad_v)}) > 1 or grad_q.stride(-1) != 1:
+        grad_q, grad_k, grad_v = (g.contiguous() for g in (grad_q, grad_k, grad_v))
     qkv, ve = qkv.contiguous(), ve.contiguous() if ve is not None else None
     heads, head_dim = qkv.size(-2) // 3, qkv.size(-1)
     rows, (block_rows, num_warps) = qkv.numel() // (3 * head_dim), launch
@@ -439,8 +447,8 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
     grad_ve = torch.empty_like(ve) if ve is not None else None
     attention_inputs_backward_kernel[(blocks,)](
         qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
-        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, ROTARY_EPS, HALF=head_dim // 2,
-        BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
+        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, ROTARY_EPS, grad_q.stride(0),
+        grad_q.stride(1), HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
     return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
 
 

@@ -744,3 +744,16 @@ def test_attention_inputs_gradients_on_the_cpu_path_are_autograds(script):
     expected = torch_attention_gradients(script, qkv.detach(), cos, sin, lambdas.detach(), ve.detach(), grads)
     for got, want in zip((qkv.grad, lambdas.grad, ve.grad), expected):
         torch.testing.assert_close(got.float(), want, rtol=2 ** -7, atol=2 ** -6)
+
+
+@SCRIPTS
+def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layout(require_interpreted, script):
+    """Gradients laid out heads first (batch x heads x tokens x head_dim, seen transposed), as FlexAttention's backward
+    may give them, are read through their strides: the same result as contiguous ones."""
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 21, True)
+    heads_first = tuple(g.transpose(1, 2).contiguous().transpose(1, 2) for g in grads)
+    assert not heads_first[0].is_contiguous() and torch.equal(heads_first[0], grads[0])
+    ours = script.attention_inputs_backward_triton(heads_first, qkv, cos, sin, lambdas, ve)
+    for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)):
+        assert torch.equal(got, want)
