@@ -294,6 +294,247 @@ head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup_context)
 
 
 # ----------------------------------------------------------------------------------------------
+# Attention inputs: q and k RMS-normed and rotated, v normed and mixed with the value embedding, one Triton kernel each
+# way; the backward writes the whole qkv gradient (inductor's two kernels for this moved ~2 TB/s, half a copy's rate;
+# track 1's op, with normed values)
+
+ROTARY_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
+
+
+@triton.jit
+def load_halves(ptr, at, mask, HALF: tl.constexpr):
+    return (tl.load(ptr + at, mask=mask, other=0.0).to(tl.float32),
+            tl.load(ptr + at + HALF, mask=mask, other=0.0).to(tl.float32))
+
+
+@triton.jit
+def store_halves(ptr, at, mask, first, second, HALF: tl.constexpr):
+    tl.store(ptr + at, first.to(ptr.dtype.element_ty), mask=mask)
+    tl.store(ptr + at + HALF, second.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def normed_halves(ptr, at, mask, eps, HALF: tl.constexpr):
+    """A block of rows, RMS-normed: the two halves in fp32, and each row's scale."""
+    x1, x2 = load_halves(ptr, at, mask, HALF)
+    scale = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
+    return x1 * scale, x2 * scale, scale
+
+
+@triton.jit
+def norm_backward(y1, y2, scale, g1, g2, HALF: tl.constexpr):
+    """The gradient of the rows x that normed to y, given y's: scale (g - y mean(g y))."""
+    mean = ((tl.sum(g1 * y1, 1) + tl.sum(g2 * y2, 1)) / (2 * HALF))[:, None]
+    return scale * (g1 - y1 * mean), scale * (g2 - y2 * mean)
+
+
+@triton.jit
+def norm_rotate_rows(qkv_ptr, out_ptr, src, dst, mask, cos, sin, eps, HALF: tl.constexpr):
+    """Rows of q (or k) RMS-normed, then each first-half dim rotated with its second-half partner (the tables'
+    second halves are cos 1, sin 0: those dims stay position-free)."""
+    y1, y2, _ = normed_halves(qkv_ptr, src, mask, eps, HALF)
+    store_halves(out_ptr, dst, mask, y1 * cos + y2 * sin, y2 * cos - y1 * sin, HALF)
+
+
+@triton.jit
+def norm_rotate_rows_backward(qkv_ptr, grad_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps,
+                              HALF: tl.constexpr):
+    """norm_rotate_rows' gradient: rotated back, then through the norm, into qkv's rows."""
+    y1, y2, scale = normed_halves(qkv_ptr, src, mask, eps, HALF)
+    g1, g2 = load_halves(grad_ptr, grad_at, mask, HALF)
+    g1, g2 = norm_backward(y1, y2, scale, g1 * cos - g2 * sin, g1 * sin + g2 * cos, HALF)
+    store_halves(grad_qkv_ptr, src, mask, g1, g2, HALF)
+
+
+@triton.jit
+def row_addresses(rows, heads, BLOCK_ROWS: tl.constexpr, HALF: tl.constexpr):
+    """A block of (token, head) rows: q's offsets in qkv (tokens x 3 heads x head_dim; k's are heads rows later, v's
+    twice that), the offsets in a tokens x heads x head_dim tensor, in the tokens x head_dim / 2 tables, the mask."""
+    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    c = tl.arange(0, HALF)[None, :]
+    token, head = r // heads, r % heads
+    src = (token * 3 * heads + head).to(tl.int64)[:, None] * (2 * HALF) + c
+    dst = r.to(tl.int64)[:, None] * (2 * HALF) + c
+    return src, dst, token.to(tl.int64)[:, None] * HALF + c, (r < rows)[:, None]
+
+
+@triton.jit
+def attention_inputs_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, q_ptr, k_ptr, v_ptr, rows, heads, eps,
+                            HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, HAS_VE: tl.constexpr):
+    src, dst, table, mask = row_addresses(rows, heads, BLOCK_ROWS, HALF)
+    cos, sin = tl.load(cos_ptr + table, mask=mask, other=0.0), tl.load(sin_ptr + table, mask=mask, other=0.0)
+    norm_rotate_rows(qkv_ptr, q_ptr, src, dst, mask, cos, sin, eps, HALF)
+    norm_rotate_rows(qkv_ptr, k_ptr, src + heads * 2 * HALF, dst, mask, cos, sin, eps, HALF)
+    v1, v2, _ = normed_halves(qkv_ptr, src + heads * 4 * HALF, mask, eps, HALF)
+    v1, v2 = v1 * tl.load(lambdas_ptr), v2 * tl.load(lambdas_ptr)
+    if HAS_VE:
+        e1, e2 = load_halves(ve_ptr, dst, mask, HALF)
+        v1, v2 = v1 + e1 * tl.load(lambdas_ptr + 1), v2 + e2 * tl.load(lambdas_ptr + 1)
+    store_halves(v_ptr, dst, mask, v1, v2, HALF)
+
+
+@triton.jit
+def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, grad_q_ptr, grad_k_ptr,
+                                     grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, rows, heads, eps,
+                                     grad_token_stride, grad_head_stride, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                                     HAS_VE: tl.constexpr):
+    """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'. The
+    incoming gradients may have any token and head strides (FlexAttention's backward picks their layout)."""
+    src, dst, table, mask = row_addresses(rows, heads, BLOCK_ROWS, HALF)
+    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    at = (r // heads).to(tl.int64) * grad_token_stride + (r % heads).to(tl.int64) * grad_head_stride
+    grad_at = at[:, None] + tl.arange(0, HALF)[None, :]
+    cos, sin = tl.load(cos_ptr + table, mask=mask, other=0.0), tl.load(sin_ptr + table, mask=mask, other=0.0)
+    norm_rotate_rows_backward(qkv_ptr, grad_q_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps, HALF)
+    norm_rotate_rows_backward(qkv_ptr, grad_k_ptr, grad_qkv_ptr, src + heads * 2 * HALF, grad_at, mask, cos, sin,
+                              eps, HALF)
+    g1, g2 = load_halves(grad_v_ptr, grad_at, mask, HALF)
+    v1, v2, scale = normed_halves(qkv_ptr, src + heads * 4 * HALF, mask, eps, HALF)
+    n1, n2 = norm_backward(v1, v2, scale, g1 * tl.load(lambdas_ptr), g2 * tl.load(lambdas_ptr), HALF)
+    store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, n1, n2, HALF)
+    tl.store(lambda_sums_ptr + 2 * tl.program_id(0), tl.sum(tl.sum(g1 * v1 + g2 * v2, 1), 0))
+    if HAS_VE:
+        e1, e2 = load_halves(ve_ptr, dst, mask, HALF)
+        store_halves(grad_ve_ptr, dst, mask, g1 * tl.load(lambdas_ptr + 1), g2 * tl.load(lambdas_ptr + 1), HALF)
+        tl.store(lambda_sums_ptr + 2 * tl.program_id(0) + 1, tl.sum(tl.sum(g1 * e1 + g2 * e2, 1), 0))
+    else:
+        tl.store(lambda_sums_ptr + 2 * tl.program_id(0) + 1, 0.0)
+
+
+ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
+
+
+def attention_inputs_torch(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor,
+                           ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The op in torch ops (the CPU's path, and the kernels' reference): qkv is batch x tokens x 3 heads x head_dim,
+    cos and sin tokens x head_dim / 2, ve batch x tokens x heads x head_dim."""
+    q, k, v = qkv.chunk(3, dim=-2)
+    q, k = (rotated(F.rms_norm(x, (x.size(-1),)), cos, sin) for x in (q, k))
+    v = F.rms_norm(v, (v.size(-1),))
+    v = lambdas[0] * v if ve is None else lambdas[0] * v + lambdas[1] * ve
+    return q, k, v
+
+
+def rotated(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1).type_as(x)
+
+
+def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
+                            launch: tuple = ATTENTION_INPUTS_LAUNCH) -> tuple[Tensor, Tensor, Tensor]:
+    qkv, ve = qkv.contiguous(), ve.contiguous() if ve is not None else None
+    batch, tokens, heads3, head_dim = qkv.shape
+    q, k, v = (qkv.new_empty(batch, tokens, heads3 // 3, head_dim) for _ in range(3))
+    rows, (block_rows, num_warps) = batch * tokens * heads3 // 3, launch
+    attention_inputs_kernel[(triton.cdiv(rows, block_rows),)](
+        qkv, cos, sin, lambdas, ve if ve is not None else v, q, k, v, rows, heads3 // 3, ROTARY_EPS,
+        HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
+    return q, k, v
+
+
+def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
+                                     lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH):
+    """The gradients of qkv, of the two lambdas and of the value embedding (None without one)."""
+    grad_q, grad_k, grad_v = (g.reshape(-1, *g.shape[-2:]) for g in grads)  # tokens x heads x head_dim views
+    if len({g.stride() for g in (grad_q, grad_k, grad_v)}) > 1 or grad_q.stride(-1) != 1:
+        grad_q, grad_k, grad_v = (g.contiguous() for g in (grad_q, grad_k, grad_v))
+    qkv, ve = qkv.contiguous(), ve.contiguous() if ve is not None else None
+    heads, head_dim = qkv.size(-2) // 3, qkv.size(-1)
+    rows, (block_rows, num_warps) = qkv.numel() // (3 * head_dim), launch
+    blocks = triton.cdiv(rows, block_rows)
+    grad_qkv, lambda_sums = torch.empty_like(qkv), qkv.new_empty(blocks, 2, dtype=torch.float32)
+    grad_ve = torch.empty_like(ve) if ve is not None else None
+    attention_inputs_backward_kernel[(blocks,)](
+        qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
+        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, ROTARY_EPS, grad_q.stride(0),
+        grad_q.stride(1), HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
+    return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
+
+
+def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
+    """The gradient of x (fp32) for rms_norm(x), given the output's."""
+    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + ROTARY_EPS)
+    y = x * scale
+    return scale * (grad - y * (grad * y).mean(-1, keepdim=True))
+
+
+def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The gradient of x (fp32) for rotated(rms_norm(x)), given the output's."""
+    g1, g2 = grad.chunk(2, dim=-1)
+    return norm_grad(x, torch.cat((g1 * cos - g2 * sin, g1 * sin + g2 * cos), dim=-1))
+
+
+def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
+                                    lambdas: Tensor, ve: Tensor | None):
+    """attention_inputs_backward_triton's formulas in torch ops, in fp32 (a custom op's own code runs without
+    autograd, so the CPU path cannot ask autograd for them)."""
+    grad_q, grad_k, grad_v = (g.float() for g in grads)
+    q, k, v = qkv.float().chunk(3, dim=-2)
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    grad_qkv = torch.cat((norm_rotary_grad(q, grad_q, cos, sin), norm_rotary_grad(k, grad_k, cos, sin),
+                          norm_grad(v, lambdas[0] * grad_v)), dim=-2)
+    ve_sum = (grad_v * ve.float()).sum() if ve is not None else grad_v.new_zeros(())
+    normed_v = v * torch.rsqrt(v.square().mean(-1, keepdim=True) + ROTARY_EPS)
+    grad_lambdas = torch.stack([(grad_v * normed_v).sum(), ve_sum]).to(lambdas.dtype)
+    grad_ve = (lambdas[1] * grad_v).to(ve.dtype) if ve is not None else None
+    return grad_qkv.to(qkv.dtype), grad_lambdas, grad_ve
+
+
+def takes_attention_kernel(qkv: Tensor) -> bool:
+    """The kernels run on CUDA tensors whose head_dim / 2 is a power of two (a Triton block's width)."""
+    half = qkv.size(-1) // 2
+    return qkv.is_cuda and half & (half - 1) == 0
+
+
+@torch.library.custom_op("nanogpt_medium::attention_inputs", mutates_args=())
+def attention_inputs(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor,
+                     ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """q and k RMS-normed and rotated, rms_norm(v) * lambdas[0] (+ ve * lambdas[1]): the kernel on the GPU, torch
+    elsewhere (and where head_dim / 2 is not a power of two)."""
+    if not takes_attention_kernel(qkv):
+        return tuple(t.contiguous() for t in attention_inputs_torch(qkv, cos, sin, lambdas, ve))
+    return attention_inputs_triton(qkv, cos, sin, lambdas, ve)
+
+
+@attention_inputs.register_fake
+def _(qkv, cos, sin, lambdas, ve):
+    batch, tokens, heads3, head_dim = qkv.shape
+    return tuple(qkv.new_empty(batch, tokens, heads3 // 3, head_dim) for _ in range(3))
+
+
+@torch.library.custom_op("nanogpt_medium::attention_inputs_backward", mutates_args=())
+def attention_inputs_backward(grad_q: Tensor, grad_k: Tensor, grad_v: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor,
+                              lambdas: Tensor, ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of qkv, lambdas and ve (empty without one): the kernel on the GPU, torch elsewhere."""
+    backward = attention_inputs_backward_triton if takes_attention_kernel(qkv) else attention_inputs_backward_torch
+    grad_qkv, grad_lambdas, grad_ve = backward((grad_q, grad_k, grad_v), qkv, cos, sin, lambdas, ve)
+    return grad_qkv, grad_lambdas, grad_ve if grad_ve is not None else qkv.new_empty(0)
+
+
+@attention_inputs_backward.register_fake
+def _(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve):
+    grad_ve = torch.empty_like(ve) if ve is not None else qkv.new_empty(0)
+    return torch.empty_like(qkv), torch.empty_like(lambdas), grad_ve
+
+
+def _attention_inputs_setup_context(ctx, inputs, output):
+    qkv, cos, sin, lambdas, ve = inputs
+    ctx.save_for_backward(qkv, cos, sin, lambdas, ve)
+    ctx.has_ve = ve is not None
+
+
+def _attention_inputs_grad(ctx, grad_q, grad_k, grad_v):
+    qkv, cos, sin, lambdas, ve = ctx.saved_tensors
+    grad_qkv, grad_lambdas, grad_ve = attention_inputs_backward(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas,
+                                                                ve if ctx.has_ve else None)
+    return grad_qkv, None, None, grad_lambdas, grad_ve if ctx.has_ve else None
+
+
+attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attention_inputs_setup_context)
+
+
+# ----------------------------------------------------------------------------------------------
 # Symmetric matmul kernel: out = alpha * X @ X^T + beta * C, computing only the upper triangle
 # (track 1's kernel, copied: a record is one file)
 
@@ -767,10 +1008,8 @@ class Rotary(nn.Module):
         self.register_buffer("cos", theta.cos(), persistent=False)
         self.register_buffer("sin", theta.sin(), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:  # (B, T, H, D)
-        cos, sin = self.cos[None, :x.size(1), None, :], self.sin[None, :x.size(1), None, :]
-        x1, x2 = x.float().chunk(2, dim=-1)
-        return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1).type_as(x)
+    def tables(self, tokens: int) -> tuple[Tensor, Tensor]:  # tokens x head_dim / 2 each
+        return self.cos[:tokens], self.sin[:tokens]
 
 
 def uniform_bf16(shape, fan_in: int) -> Tensor:
@@ -793,10 +1032,9 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
-        qkv = F.linear(x, self.qkvo_w[:3].flatten(0, 1))
-        q, k, v = qkv.view(B, T, 3 * self.num_heads, self.head_dim).chunk(3, dim=-2)
-        q, k, v = self.rotary(rms_norm(q)), self.rotary(rms_norm(k)), rms_norm(v)
-        v = lambdas[0] * v if value_embed is None else lambdas[0] * v + lambdas[1] * value_embed.view_as(v)
+        qkv = F.linear(x, self.qkvo_w[:3].flatten(0, 1)).view(B, T, 3 * self.num_heads, self.head_dim)
+        value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
+        q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         return attend(q, k, v, mask, self.scale).flatten(2) @ self.qkvo_w[3]
 
 

@@ -1,6 +1,7 @@
 """Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
 memory of track 2's fused head against torch.compile of the plain one, the time of its Newton-Schulz through the
-symmetric matmul kernel against the plain matmuls, and its MLP with the epilogue GEMMs against fp64.
+symmetric matmul kernel against the plain matmuls, its MLP with the epilogue GEMMs against fp64, and both tracks'
+attention-inputs kernels (QK-norm, rotary, value mix) against torch, timed against inductor's kernels for the same.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
 the timings; exits 1 on a failure.
@@ -54,6 +55,8 @@ def main() -> int:
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
     results += fp8_mlp_checks()
+    results += attention_inputs_checks(tg, "track 1", 49152, 6)
+    results += attention_inputs_checks(tm, "track 2", 65536, 8)
     results += medium_head_checks()
     results += medium_orthogonalize_checks()
     results += medium_mlp_checks()
@@ -150,6 +153,36 @@ def fused_head_ce_checks() -> list[bool]:
         print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
               f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
     return results + [same > 0.98, transposed, saturates]
+
+
+def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_dim: int = 128) -> list[bool]:
+    """A track's attention inputs (QK-norm, rotary, value mix: one kernel each way) against its torch path in fp32 at
+    the proxy step's shape, and the kernels' forward + backward time at five launches against inductor's kernels for
+    the torch path."""
+    cos, sin = (t.cuda() for t in script.Rotary(head_dim, tokens).tables(tokens))
+    qkv = torch.randn(1, tokens, 3 * heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    ve = torch.randn(1, tokens, heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    lambdas = torch.tensor([0.7, -0.4], device="cuda")
+    grads = tuple(torch.randn_like(ve) for _ in range(3))
+    exact = [t.float().requires_grad_() for t in (qkv, lambdas, ve)]
+    reference = script.attention_inputs_torch(exact[0], cos, sin, exact[1], exact[2])
+    expected = torch.autograd.grad(reference, exact, [g.float() for g in grads])
+    outputs = script.attention_inputs_triton(qkv, cos, sin, lambdas, ve)
+    gradients = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    results = [check(f"{track} attention inputs {name} vs torch", relative_error(ours, theirs), 1e-2)
+               for name, ours, theirs in zip(("q", "k", "v"), outputs, reference)]
+    results += [check(f"{track} attention inputs gradient of {name} vs torch", relative_error(ours, theirs), 1e-2)
+                for name, ours, theirs in zip(("qkv", "lambdas", "value embedding"), gradients, expected)]
+    leaves = [t.clone().requires_grad_() for t in (qkv, lambdas, ve)]
+    inductor = torch.compile(lambda qkv, lambdas, ve: script.attention_inputs_torch(qkv, cos, sin, lambdas, ve))
+    shape = f"{tokens} tokens x {heads} heads"
+    ms = do_bench(lambda: torch.autograd.grad(inductor(*leaves), leaves, grads))
+    print(f"time {track} attention inputs forward + backward, {shape}, inductor: {ms:.3f} ms")
+    for launch in [script.ATTENTION_INPUTS_LAUNCH, (8, 4), (32, 4), (32, 8), (64, 8)]:  # BLOCK_ROWS, num_warps
+        ms = do_bench(lambda: (script.attention_inputs_triton(qkv, cos, sin, lambdas, ve, launch),
+                               script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)))
+        print(f"time {track} attention inputs forward + backward, {shape}, kernels {launch}: {ms:.3f} ms")
+    return results
 
 
 def medium_plain_head(x, w, targets):

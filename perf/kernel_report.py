@@ -31,17 +31,25 @@ ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr
              "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
              "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
              "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1,
-             "row_stride": "i32"}
+             "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "lambdas_ptr": "*fp32",
+             "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "grad_q_ptr": "*bf16",
+             "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16", "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16",
+             "lambda_sums_ptr": "*fp32", "eps": "fp32"}
+ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
 # script: kernel name: its launch configurations there, as (constexprs, num_warps)
 CONFIGS = {
     "train_gpt.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
         "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
         "transpose_kernel": [(dict(BLOCK=64), 4)],
+        "attention_inputs_kernel": ATTENTION_INPUTS,
+        "attention_inputs_backward_kernel": ATTENTION_INPUTS,
     },
     "train_gpt_medium.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
         "softcap_ce_kernel": [(dict(BLOCK=2048, ON_GPU=True), 8)],
+        "attention_inputs_kernel": ATTENTION_INPUTS,
+        "attention_inputs_backward_kernel": ATTENTION_INPUTS,
     },
 }
 

@@ -1,4 +1,4 @@
-"""perf/kernel_report.py: track 1's Triton kernels compiled for sm_90 on this (GPU-less) machine, and the
+"""perf/kernel_report.py: the tracks' Triton kernels compiled for sm_90 on this (GPU-less) machine, and the
 properties their speed rests on. It runs in a subprocess: it needs Triton's GPU compiler, while the other tests
 import the scripts under Triton's interpreter (TRITON_INTERPRET=1, tests/conftest.py)."""
 
@@ -37,12 +37,14 @@ def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_fun
     """Track 2's kernel (8 entries a thread a loop iteration): the first pass takes 8 rsqrt and 4 ex2 on the unit
     (the other 4 exps on the FMA units), 96 cycles a warp; the second 8 and 8, 128."""
     lines = run_report(repo_root, "train_gpt_medium.py")
-    assert set(lines) == {"sym_matmul_kernel", "softcap_ce_kernel"}
+    assert set(lines) == {"sym_matmul_kernel", "softcap_ce_kernel", "attention_inputs_kernel",
+                          "attention_inputs_backward_kernel"}
     assert [mufu for _, mufu in lines["softcap_ce_kernel"][-1]] == [96, 128]
 
 
 def test_every_kernel_of_track_1_is_reported(report):
-    assert set(report) == {"sym_matmul_kernel", "softcap_ce_kernel", "transpose_kernel"}
+    assert set(report) == {"sym_matmul_kernel", "softcap_ce_kernel", "transpose_kernel", "attention_inputs_kernel",
+                           "attention_inputs_backward_kernel"}
 
 
 def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
@@ -76,3 +78,10 @@ def test_cross_entropy_kernel_loops_wait_on_the_special_function_unit_alone(repo
     loops = report["softcap_ce_kernel"][-1]
     assert [mufu for _, mufu in loops] == [192, 256]
     assert all(issue < mufu for issue, mufu in loops), loops
+
+
+def test_attention_inputs_kernels_read_each_element_once(report):
+    """16 rows of 128 a block over 128 threads: q, k, v and the value embedding, 16 elements each a thread, converted
+    once (64); the backward reads the three incoming gradients, q, k, v and the value embedding, each once (112)."""
+    assert report["attention_inputs_kernel"][5] == 64
+    assert report["attention_inputs_backward_kernel"][5] == 112

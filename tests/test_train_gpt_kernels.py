@@ -1,4 +1,4 @@
-"""train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel" and the Newton-Schulz
+"""train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel", "Attention inputs" and the Newton-Schulz
 orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the head's choice of
 its fused op are checked for train_gpt_medium.py's copies too."""
 
@@ -667,3 +667,93 @@ def test_fp8_mlp_is_fp8_in_training_only_and_learns():
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention inputs (attention_inputs, both scripts; track 2 norms the values too): q and k RMS-normed and rotated, v
+# mixed with the value embedding; the kernels under Triton's interpreter against each script's torch path, and the
+# op's registration
+
+SCRIPTS = pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+
+
+def attention_case(script, tokens: int, has_ve: bool, seed: int = 0, heads: int = 3, head_dim: int = 32):
+    gen = torch.Generator().manual_seed(seed)
+    cos, sin = script.Rotary(head_dim, 256).tables(tokens)
+    qkv = torch.randn(1, tokens, 3 * heads, head_dim, generator=gen).bfloat16()
+    ve = torch.randn(1, tokens, heads, head_dim, generator=gen).bfloat16() if has_ve else None
+    grads = tuple(torch.randn(1, tokens, heads, head_dim, generator=gen).bfloat16() for _ in range(3))
+    return qkv, cos, sin, torch.tensor([0.7, -0.4]), ve, grads
+
+
+def torch_attention_gradients(script, qkv, cos, sin, lambdas, ve, grads):
+    """The torch path's gradients in fp32 (qkv, lambdas, ve), from fp32 copies of the inputs, by autograd."""
+    inputs = [t.float().requires_grad_() for t in (qkv, lambdas) + ((ve,) if ve is not None else ())]
+    outputs = script.attention_inputs_torch(inputs[0], cos, sin, inputs[1], inputs[2] if ve is not None else None)
+    return torch.autograd.grad(outputs, inputs, [g.float() for g in grads], allow_unused=True)
+
+
+@SCRIPTS
+@pytest.mark.parametrize("tokens", [16, 37])  # whole blocks of rows, and a partial last block
+@pytest.mark.parametrize("has_ve", [True, False], ids=["value embedding", "none"])
+def test_attention_inputs_kernels_match_the_torch_path(require_interpreted, script, tokens, has_ve):
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, tokens, has_ve)
+    reference = script.attention_inputs_torch(qkv.float(), cos, sin, lambdas, ve.float() if has_ve else None)
+    for ours, theirs in zip(script.attention_inputs_triton(qkv, cos, sin, lambdas, ve), reference):
+        assert ours.dtype == torch.bfloat16 and ours.shape == theirs.shape
+        torch.testing.assert_close(ours.float(), theirs, rtol=2 ** -7, atol=2 ** -7)  # bf16's rounding
+    grad_qkv, grad_lambdas, grad_ve = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    expected = torch_attention_gradients(script, qkv, cos, sin, lambdas, ve, grads)
+    torch.testing.assert_close(grad_qkv.float(), expected[0], rtol=2 ** -7, atol=2 ** -6)
+    torch.testing.assert_close(grad_lambdas, expected[1], rtol=1e-4, atol=1e-3)  # fp32 sums of ~10^3 products
+    assert (grad_ve is None) == (not has_ve)
+    if has_ve:
+        torch.testing.assert_close(grad_ve.float(), expected[2], rtol=2 ** -7, atol=2 ** -7)
+
+
+@SCRIPTS
+def test_attention_inputs_torch_path_norms_q_and_k_and_mixes_v(script):
+    qkv, cos, sin, lambdas, ve, _ = attention_case(script, 8, True)
+    q, k, v = script.attention_inputs_torch(qkv, cos, sin, lambdas, ve)
+    for x in (q, k):  # rotation keeps each row's norm: RMS 1 after the norm
+        torch.testing.assert_close(x.float().square().mean(-1), torch.ones(1, 8, 3), rtol=0, atol=2e-2)
+    values = qkv[:, :, 6:].float()
+    if script is train_gpt_medium:  # track 2 norms the values before the mix
+        values = F.rms_norm(qkv[:, :, 6:], (32,)).float()
+    torch.testing.assert_close(v, (0.7 * values - 0.4 * ve.float()).bfloat16(), rtol=0, atol=2 ** -6)
+
+
+@SCRIPTS
+@pytest.mark.parametrize("has_ve", [True, False], ids=["value embedding", "none"])
+@pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic"])
+def test_attention_inputs_opcheck(script, test_util, has_ve):
+    qkv, cos, sin, lambdas, ve, _ = attention_case(script, 12, has_ve)
+    args = (qkv.requires_grad_(), cos, sin, lambdas.requires_grad_(), ve.requires_grad_() if has_ve else None)
+    assert torch.library.opcheck(script.attention_inputs, args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+@SCRIPTS
+def test_attention_inputs_gradients_on_the_cpu_path_are_autograds(script):
+    """The op's CPU backward (the kernel's formulas in torch ops) gives what autograd gives for the torch path."""
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 10, True)
+    qkv.requires_grad_(), lambdas.requires_grad_(), ve.requires_grad_()
+    outputs = script.attention_inputs(qkv, cos, sin, lambdas, ve)
+    torch.autograd.backward(outputs, grads)
+    expected = torch_attention_gradients(script, qkv.detach(), cos, sin, lambdas.detach(), ve.detach(), grads)
+    for got, want in zip((qkv.grad, lambdas.grad, ve.grad), expected):
+        torch.testing.assert_close(got.float(), want, rtol=2 ** -7, atol=2 ** -6)
+
+
+@SCRIPTS
+def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layout(require_interpreted, script):
+    """Gradients laid out heads first (batch x heads x tokens x head_dim, seen transposed), as FlexAttention's backward
+    may give them, are read through their strides: the same result as contiguous ones."""
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 21, True)
+    heads_first = tuple(g.transpose(1, 2).contiguous().transpose(1, 2) for g in grads)
+    assert not heads_first[0].is_contiguous() and torch.equal(heads_first[0], grads[0])
+    ours = script.attention_inputs_backward_triton(heads_first, qkv, cos, sin, lambdas, ve)
+    for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)):
+        assert torch.equal(got, want)

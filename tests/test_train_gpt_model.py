@@ -272,9 +272,9 @@ def test_scalar_views_and_their_initial_values():
 
 
 def test_rotary_rotates_half_the_dims_and_keeps_norms():
-    rotary = train_gpt.Rotary(32, 64)
+    tables = train_gpt.Rotary(32, 64).tables(64)
     x = torch.randn(1, 64, 2, 32)
-    y = rotary(x)
+    y = train_gpt.rotated(x, *tables)
     torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
     torch.testing.assert_close(y[:, 0], x[:, 0])  # position 0 is not rotated
     # the zero-frequency quarter of the pairs stays put at every position
@@ -283,8 +283,8 @@ def test_rotary_rotates_half_the_dims_and_keeps_norms():
     assert (y[:, 1:, :, :8] - x[:, 1:, :, :8]).abs().max() > 1e-2
     # relative positions: q.k after rotary depends only on the distance
     q, k = torch.randn(32), torch.randn(32)
-    qs = rotary(q.expand(1, 64, 1, 32).contiguous())[0, :, 0]
-    ks = rotary(k.expand(1, 64, 1, 32).contiguous())[0, :, 0]
+    qs = train_gpt.rotated(q.expand(1, 64, 1, 32).contiguous(), *tables)[0, :, 0]
+    ks = train_gpt.rotated(k.expand(1, 64, 1, 32).contiguous(), *tables)[0, :, 0]
     torch.testing.assert_close(qs[10] @ ks[7], qs[40] @ ks[37], rtol=1e-4, atol=1e-4)
 
 
