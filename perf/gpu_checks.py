@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch._inductor.exc import InductorError
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -176,8 +177,12 @@ def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_di
     leaves = [t.clone().requires_grad_() for t in (qkv, lambdas, ve)]
     inductor = torch.compile(lambda qkv, lambdas, ve: script.attention_inputs_torch(qkv, cos, sin, lambdas, ve))
     shape = f"{tokens} tokens x {heads} heads"
-    ms = do_bench(lambda: torch.autograd.grad(inductor(*leaves), leaves, grads))
-    print(f"time {track} attention inputs forward + backward, {shape}, inductor: {ms:.3f} ms")
+    try:
+        ms = do_bench(lambda: torch.autograd.grad(inductor(*leaves), leaves, grads))
+        print(f"time {track} attention inputs forward + backward, {shape}, inductor: {ms:.3f} ms")
+    except InductorError as error:  # session 24: track 2's shape alone hit a tiling assertion
+        print(f"time {track} attention inputs forward + backward, {shape}, inductor: did not compile "
+              f"({str(error).splitlines()[0][:100]})")
     for launch in [script.ATTENTION_INPUTS_LAUNCH, (8, 4), (32, 4), (32, 8), (64, 8)]:  # BLOCK_ROWS, num_warps
         ms = do_bench(lambda: (script.attention_inputs_triton(qkv, cos, sin, lambdas, ve, launch),
                                script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)))
