@@ -1858,7 +1858,7 @@ def gpu_idle(events) -> str | None:
     return "; ".join(parts)
 
 
-def longest_kernels(events, count: int = 12) -> list[str]:
+def longest_kernels(events, count: int = 30) -> list[str]:
     """The GPU kernels with the most total time, one line each with the full name, which the table cuts at 60
     characters (inductor's names list the ops each kernel fuses)."""
     totals = {}
