@@ -1,8 +1,11 @@
 """Milliseconds of one Muon step over each track's real hidden matrices, run as the script runs it, and of the
 Newton-Schulz orthogonalisation alone, matrix by matrix against stacked by shape (one batched call per group):
-how much batching could take off the step (run on a GPU).
+how much batching could take off the step (run on a GPU). Then, per shape group, one Newton-Schulz iteration's three
+products as the script calls them (X X^T and b A + c A A in the symmetric kernel, a X + poly X in baddbmm), each
+beside cuBLAS's plain bmm of the same product, with TFLOP/s counted as full products (2 m m n): which part is slow.
 
-python perf/muon_bench.py [short|medium ...]  ->  one line per track (both when none is named). The first step's
+python perf/muon_bench.py [short|medium ...]  ->  per track (both when none is named) a line, then a parts line per
+shape group. The first step's
 seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) for a cold figure.
 --tiny runs small shapes on the CPU, without compiling, to check this script.
 """
@@ -56,9 +59,33 @@ def bench(name: str, tiny: bool) -> str:
     per_matrix_ms = timed_ms(lambda: [orthogonalize(m[None]) for stack in stacks for m in stack], device, repeat)
     stacked_ms = timed_ms(lambda: [orthogonalize(stack) for stack in stacks], device, repeat)
     matrices = sum(stack.size(0) for stack in stacks)
-    return (f"{name}: Muon step {step_ms:.2f} ms (first step {first_s:.1f} s); "
-            f"Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
-            f"{per_matrix_ms:.2f} ms matrix by matrix, {stacked_ms:.2f} ms stacked by shape")
+    summary = (f"{name}: Muon step {step_ms:.2f} ms (first step {first_s:.1f} s); "
+               f"Newton-Schulz of {matrices} matrices in {len(stacks)} shapes: "
+               f"{per_matrix_ms:.2f} ms matrix by matrix, {stacked_ms:.2f} ms stacked by shape")
+    return "\n".join([summary] + [newton_schulz_parts(name, script, stack, device, repeat) for stack in stacks])
+
+
+def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.device, repeat: int) -> str:
+    """One iteration's products on a group's stack, laid out as orthogonalize lays it out (short side first)."""
+    x = stack.bfloat16()
+    x = x.mT if x.size(-2) > x.size(-1) else x
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    xxt = script.sym_matmul(x)
+    poly = script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0)
+    batch, m, n = x.shape
+    parts = {"X X^T sym": (lambda: script.sym_matmul(x), 2 * m * m * n),
+             "X X^T bmm": (lambda: torch.bmm(x, x.mT), 2 * m * m * n),
+             "b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0), 2 * m * m * m),
+             "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
+             "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n),
+             "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n)}
+    if not x.is_contiguous():  # the first iteration's X is a transposed view; the later ones are baddbmm's output
+        contiguous = x.contiguous()
+        parts["a X + poly X baddbmm, X contiguous"] = (lambda: torch.baddbmm(contiguous, poly, contiguous, beta=3.4),
+                                                       2 * m * m * n)
+    times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
+    return (f"{name} Newton-Schulz parts, {batch} x {m} x {n}: "
+            + ", ".join(f"{part} {ms:.3f} ms ({flop / ms / 1e9:.0f} TFLOP/s)" for part, (ms, flop) in times.items()))
 
 
 def main(argv: list[str]) -> int:

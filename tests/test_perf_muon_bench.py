@@ -1,5 +1,6 @@
 """perf/muon_bench.py on small shapes on the CPU (--tiny): it builds each track's Muon over the model's hidden
-matrices and times the step and the orthogonalisation both ways; the GPU numbers come from the device."""
+matrices and times the step, the orthogonalisation both ways and one iteration's products per shape group; the GPU
+numbers come from the device."""
 
 import re
 import subprocess
@@ -10,8 +11,17 @@ def test_tiny_run_reports_both_tracks_with_their_matrix_counts(repo_root):
     result = subprocess.run([sys.executable, "perf/muon_bench.py", "--tiny"], cwd=repo_root, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    counts = {}
+    counts, parts = {}, {}
     for line in result.stdout.splitlines():
+        part_line = re.fullmatch(r"(\w+) Newton-Schulz parts, (\d+) x (\d+) x (\d+): (.*)", line)
+        if part_line:  # one iteration's products, each timed, the script's and cuBLAS's side by side
+            timed = re.findall(r"([^,]+?) ([\d.]+) ms \((\d+) TFLOP/s\)", part_line[5])
+            assert [name.strip() for name, _, _ in timed][:6] == [
+                "X X^T sym", "X X^T bmm", "b A + c A A sym", "A A bmm", "a X + poly X baddbmm", "poly X bmm"]
+            assert all(float(ms) > 0 for _, ms, _ in timed)
+            assert int(part_line[3]) <= int(part_line[4])  # the short side first, as orthogonalize lays it out
+            parts.setdefault(part_line[1], []).append(int(part_line[2]))
+            continue
         match = re.fullmatch(r"(\w+): Muon step ([\d.]+) ms \(first step ([\d.]+) s\); "
                              r"Newton-Schulz of (\d+) matrices in (\d+) shapes: "
                              r"([\d.]+) ms matrix by matrix, ([\d.]+) ms stacked by shape", line)
@@ -21,3 +31,4 @@ def test_tiny_run_reports_both_tracks_with_their_matrix_counts(repo_root):
     # track 1: 11 QKVO stacks of 4 and 11 attention gates, 12 up and 12 down projections of one shape (dim, hidden);
     # track 2: 15 QKVO stacks of 4, 16 up and 16 down projections
     assert counts == {"short": (79, 3), "medium": (92, 3)}
+    assert {name: sum(batches) for name, batches in parts.items()} == {"short": 79, "medium": 92}
