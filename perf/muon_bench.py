@@ -6,8 +6,8 @@ beside cuBLAS's plain bmm of the same product, with TFLOP/s counted as full prod
 and the update's product transposed, X^T poly on the tall layout (poly is symmetric), another shape for cuBLAS.
 
 python perf/muon_bench.py [short|medium ...]  ->  per track (both when none is named) a line, then a parts line per
-shape group. The first step's
-seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) for a cold figure.
+shape group. The first step's seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
+for a cold figure.
 --tiny runs small shapes on the CPU, without compiling, to check this script.
 """
 import sys
@@ -67,10 +67,11 @@ def bench(name: str, tiny: bool) -> str:
 
 
 def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.device, repeat: int) -> str:
-    """One iteration's products on a group's stack, laid out as orthogonalize lays it out (short side first)."""
+    """One iteration's products on a group's stack, laid out as the compiled orthogonalize lays it out: short side
+    first, contiguous (inductor writes the normed x that way)."""
     x = stack.bfloat16()
     x = x.mT if x.size(-2) > x.size(-1) else x
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).contiguous()
     xxt = script.sym_matmul(x)
     poly = script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0)
     batch, m, n = x.shape
@@ -82,10 +83,6 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
              "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
              "a X^T + X^T poly baddbmm": (lambda: torch.baddbmm(tall, tall, poly, beta=3.4), 2 * m * m * n)}
-    if not x.is_contiguous():  # the first iteration's X is a transposed view; the later ones are baddbmm's output
-        contiguous = x.contiguous()
-        parts["a X + poly X baddbmm, X contiguous"] = (lambda: torch.baddbmm(contiguous, poly, contiguous, beta=3.4),
-                                                       2 * m * m * n)
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
     wide, tall_result = parts["a X + poly X baddbmm"][0](), parts["a X^T + X^T poly baddbmm"][0]()
     difference = ((tall_result.mT.float() - wide.float()).abs().max() / wide.float().abs().max()).item()
