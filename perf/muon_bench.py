@@ -3,7 +3,8 @@ Newton-Schulz orthogonalisation alone, matrix by matrix against stacked by shape
 how much batching could take off the step (run on a GPU). Then, per shape group, one Newton-Schulz iteration's three
 products as the script calls them (X X^T and b A + c A A in the symmetric kernel, a X + poly X in baddbmm), each
 beside cuBLAS's plain bmm of the same product, with TFLOP/s counted as full products (2 m m n): which part is slow;
-and the update's product transposed, X^T poly on the tall layout (poly is symmetric), another shape for cuBLAS.
+and the iteration kept on the tall layout: the update as X^T poly (poly is symmetric), another shape for cuBLAS, and
+the symmetric kernel reading X through the tall storage's strides.
 
 python perf/muon_bench.py [short|medium ...]  ->  per track (both when none is named) a line, then a parts line per
 shape group. The first step's seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -82,7 +83,8 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
              "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
              "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
-             "a X^T + X^T poly baddbmm": (lambda: torch.baddbmm(tall, tall, poly, beta=3.4), 2 * m * m * n)}
+             "a X^T + X^T poly baddbmm": (lambda: torch.baddbmm(tall, tall, poly, beta=3.4), 2 * m * m * n),
+             "X X^T sym from tall storage": (lambda: script.sym_matmul(tall.mT), 2 * m * m * n)}
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
     wide, tall_result = parts["a X + poly X baddbmm"][0](), parts["a X^T + X^T poly baddbmm"][0]()
     difference = ((tall_result.mT.float() - wide.float()).abs().max() / wide.float().abs().max()).item()
