@@ -564,7 +564,7 @@ fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setu
 # Attention inputs: q and k RMS-normed and rotated, v mixed with the value embedding, one Triton kernel each way;
 # the backward writes the whole qkv gradient (inductor's two kernels for this moved ~2 TB/s, half a copy's rate)
 
-ROTARY_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
+RMS_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
 
 
 @triton.jit
@@ -675,7 +675,7 @@ def attention_inputs_torch(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tenso
     """The op in torch ops (the CPU's path, and the kernels' reference): qkv is batch x tokens x 3 heads x head_dim,
     cos and sin tokens x head_dim / 2, ve batch x tokens x heads x head_dim."""
     q, k, v = qkv.chunk(3, dim=-2)
-    q, k = (rotated(F.rms_norm(x, (x.size(-1),)), cos, sin) for x in (q, k))
+    q, k = (rotated(rms_norm(x), cos, sin) for x in (q, k))
     v = lambdas[0] * v if ve is None else lambdas[0] * v + lambdas[1] * ve
     return q, k, v
 
@@ -693,7 +693,7 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
     q, k, v = (qkv.new_empty(batch, tokens, heads3 // 3, head_dim) for _ in range(3))
     rows, (block_rows, num_warps) = batch * tokens * heads3 // 3, launch
     attention_inputs_kernel[(triton.cdiv(rows, block_rows),)](
-        qkv, cos, sin, lambdas, ve if ve is not None else v, q, k, v, rows, heads3 // 3, ROTARY_EPS,
+        qkv, cos, sin, lambdas, ve if ve is not None else v, q, k, v, rows, heads3 // 3, RMS_EPS,
         HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
     return q, k, v
 
@@ -712,14 +712,14 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
     grad_ve = torch.empty_like(ve) if ve is not None else None
     attention_inputs_backward_kernel[(blocks,)](
         qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
-        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, ROTARY_EPS, grad_q.stride(0),
+        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, RMS_EPS, grad_q.stride(0),
         grad_q.stride(1), HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
     return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
 
 
 def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
     """The gradient of x (fp32) for rms_norm(x), given the output's."""
-    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + ROTARY_EPS)
+    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + RMS_EPS)
     y = x * scale
     return scale * (grad - y * (grad * y).mean(-1, keepdim=True))
 

@@ -298,7 +298,7 @@ head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup_context)
 # way; the backward writes the whole qkv gradient (inductor's two kernels for this moved ~2 TB/s, half a copy's rate;
 # track 1's op, with normed values)
 
-ROTARY_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
+RMS_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
 
 
 @triton.jit
@@ -409,8 +409,8 @@ def attention_inputs_torch(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tenso
     """The op in torch ops (the CPU's path, and the kernels' reference): qkv is batch x tokens x 3 heads x head_dim,
     cos and sin tokens x head_dim / 2, ve batch x tokens x heads x head_dim."""
     q, k, v = qkv.chunk(3, dim=-2)
-    q, k = (rotated(F.rms_norm(x, (x.size(-1),)), cos, sin) for x in (q, k))
-    v = F.rms_norm(v, (v.size(-1),))
+    q, k = (rotated(rms_norm(x), cos, sin) for x in (q, k))
+    v = rms_norm(v)
     v = lambdas[0] * v if ve is None else lambdas[0] * v + lambdas[1] * ve
     return q, k, v
 
@@ -428,7 +428,7 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
     q, k, v = (qkv.new_empty(batch, tokens, heads3 // 3, head_dim) for _ in range(3))
     rows, (block_rows, num_warps) = batch * tokens * heads3 // 3, launch
     attention_inputs_kernel[(triton.cdiv(rows, block_rows),)](
-        qkv, cos, sin, lambdas, ve if ve is not None else v, q, k, v, rows, heads3 // 3, ROTARY_EPS,
+        qkv, cos, sin, lambdas, ve if ve is not None else v, q, k, v, rows, heads3 // 3, RMS_EPS,
         HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
     return q, k, v
 
@@ -447,14 +447,14 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
     grad_ve = torch.empty_like(ve) if ve is not None else None
     attention_inputs_backward_kernel[(blocks,)](
         qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
-        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, ROTARY_EPS, grad_q.stride(0),
+        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, RMS_EPS, grad_q.stride(0),
         grad_q.stride(1), HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
     return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
 
 
 def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
     """The gradient of x (fp32) for rms_norm(x), given the output's."""
-    scale = torch.rsqrt(x.square().mean(-1, keepdim=True) + ROTARY_EPS)
+    scale = reciprocal_rms(x)[..., None]
     y = x * scale
     return scale * (grad - y * (grad * y).mean(-1, keepdim=True))
 
@@ -475,8 +475,7 @@ def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: T
     grad_qkv = torch.cat((norm_rotary_grad(q, grad_q, cos, sin), norm_rotary_grad(k, grad_k, cos, sin),
                           norm_grad(v, lambdas[0] * grad_v)), dim=-2)
     ve_sum = (grad_v * ve.float()).sum() if ve is not None else grad_v.new_zeros(())
-    normed_v = v * torch.rsqrt(v.square().mean(-1, keepdim=True) + ROTARY_EPS)
-    grad_lambdas = torch.stack([(grad_v * normed_v).sum(), ve_sum]).to(lambdas.dtype)
+    grad_lambdas = torch.stack([(grad_v * rms_norm(v)).sum(), ve_sum]).to(lambdas.dtype)
     grad_ve = (lambdas[1] * grad_v).to(ve.dtype) if ve is not None else None
     return grad_qkv.to(qkv.dtype), grad_lambdas, grad_ve
 
@@ -707,7 +706,7 @@ def _(grad_y, proj_w, h, row_scale):
 
 def reciprocal_rms(x: Tensor) -> Tensor:
     """Each row's 1 / RMS in float32, with F.rms_norm's eps: rms_norm(x) = reciprocal_rms(x)[:, None] * x."""
-    return torch.rsqrt(x.float().square().mean(-1) + torch.finfo(torch.float32).eps)
+    return torch.rsqrt(x.float().square().mean(-1) + RMS_EPS)
 
 
 class NormedReluSquareMLP(torch.autograd.Function):
