@@ -71,8 +71,8 @@ class Hyperparameters:
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     mlp_epilogue: bool = setting(True, "MLP GEMMs in Triton with relu-square in their epilogues (the up projection "
-                                 "writes h and relu(h)^2, the backward's grad_y @ proj_w writes 2 relu(h) times it); "
-                                 "needs sm_90 on a GPU")
+                                 "writes only a = relu(h)^2, the backward's grad_y @ proj_w writes 2 sqrt(a) times "
+                                 "it); needs sm_90 on a GPU")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSSSSSLSSSL", "per block: L = long window, S = short (half)")
     skip_connections: str = setting("6>9,4>10,2>11", "a>b: block a's output, times a learned weight, joins "
@@ -591,7 +591,9 @@ def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: flo
 
 # ----------------------------------------------------------------------------------------------
 # MLP GEMMs with relu-square in their epilogues (--mlp_epilogue): each saves a pass over the 64K x 4,096 activations,
-# and the MLP's RMSNorm is a row scale in the same epilogues, so the normed input is never written
+# and the MLP's RMSNorm is a row scale in the same epilogues, so the normed input is never written. The backward
+# takes relu(h) as sqrt(a) from a = relu(h)^2, so h is never written either (as torch's relu keeps its output, not its
+# input, for its backward): bf16's a = h^2 (1 + e) with |e| <= 2^-8, so sqrt(a) is relu(h) to half a bf16 rounding
 
 
 @triton.jit
@@ -605,28 +607,26 @@ def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, 
 
 
 @triton.jit
-def relu_square_epilogue(acc, row_scale, h_desc, out_desc, row, col, BACKWARD: tl.constexpr):
+def relu_square_epilogue(acc, row_scale, a_desc, out_desc, row, col, BACKWARD: tl.constexpr):
     """Stores one block of the float32 product at (row, col), its rows scaled by row_scale (BLOCK_M x 1): forward,
-    h = row_scale * product and relu(h)^2; backward, the product rounded to bf16 as a GEMM's output would be, times
-    2 relu(h) read from h_desc, times row_scale."""
+    relu(h)^2 of h = row_scale * product; backward, the product rounded to bf16 as a GEMM's output would be, times
+    2 relu(h) = 2 sqrt(a) with a read from a_desc, times row_scale."""
     if BACKWARD:
-        product = acc.to(h_desc.dtype).to(tl.float32)
-        relu = tl.maximum(h_desc.load([row, col]).to(tl.float32), 0.0)
+        product = acc.to(out_desc.dtype).to(tl.float32)
+        relu = tl.sqrt(a_desc.load([row, col]).to(tl.float32))
         out_desc.store([row, col], (2.0 * relu * product * row_scale).to(out_desc.dtype))
     else:
-        product = (acc * row_scale).to(h_desc.dtype)
-        h_desc.store([row, col], product)
-        relu = tl.maximum(product.to(tl.float32), 0.0)
+        relu = tl.maximum(acc * row_scale, 0.0)
         out_desc.store([row, col], (relu * relu).to(out_desc.dtype))
 
 
 @triton.jit
-def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, row_scale_ptr, rows, cols, K: tl.constexpr,
+def relu_square_gemm_kernel(x_desc, w_desc, out_desc, a_desc, row_scale_ptr, rows, cols, K: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                             PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
-    """x (rows x K) times w, with relu_square_epilogue and a float32 scale per row of x. Forward: w is cols x K and
-    the product is h. Backward: w is K x cols and the product is grad_a. Each of PROGRAMS programs (one an SM) walks
-    tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's epilogue.
+    """x (rows x K) times w, with relu_square_epilogue and a float32 scale per row of x. Forward: w is cols x K, the
+    product is h and a_desc is None. Backward: w is K x cols and the product is grad_a. Each of PROGRAMS programs (one
+    an SM) walks tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's epilogue.
     SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in
     shared memory (Triton's persistent-matmul tutorial), which leaves room for more pipeline stages."""
     tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
@@ -641,34 +641,35 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, h_desc, row_scale_ptr, row
         row_scale = tl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0)[:, None]
         if SPLIT_EPILOGUE:
             left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-            relu_square_epilogue(left, row_scale, h_desc, out_desc, first_row, first_col, BACKWARD)
-            relu_square_epilogue(right, row_scale, h_desc, out_desc, first_row, first_col + BLOCK_N // 2, BACKWARD)
+            relu_square_epilogue(left, row_scale, a_desc, out_desc, first_row, first_col, BACKWARD)
+            relu_square_epilogue(right, row_scale, a_desc, out_desc, first_row, first_col + BLOCK_N // 2, BACKWARD)
         else:
-            relu_square_epilogue(acc, row_scale, h_desc, out_desc, first_row, first_col, BACKWARD)
+            relu_square_epilogue(acc, row_scale, a_desc, out_desc, first_row, first_col, BACKWARD)
 
 
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/medium_mlp_bench.py times others
 MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, True), "backward": (128, 256, 64, 8, 8, 3, True)}
 
 
-def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, row_scale: Tensor, backward: bool,
+def relu_square_gemm(x: Tensor, w: Tensor, row_scale: Tensor, a: Tensor | None = None,
                      launch: tuple | None = None) -> Tensor:
-    """relu_square_gemm_kernel, r = row_scale (float32, one per row of x): forward (w: cols x K) fills h = r (x @ w^T)
-    and returns relu(h)^2; backward (w: K x cols) returns 2 relu(h) (x @ w) r. TMA needs 16-byte rows: K and cols
-    multiples of 8 in bf16 (any float dtype runs, for tests under Triton's interpreter)."""
+    """relu_square_gemm_kernel, r = row_scale (float32, one per row of x): forward (w: cols x K, no a) returns
+    a = relu(h)^2 of h = r (x @ w^T); backward (w: K x cols, a of the forward) returns 2 sqrt(a) (x @ w) r. TMA needs
+    16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests under Triton's interpreter)."""
+    backward = a is not None
     launch = launch or MLP_LAUNCH["backward" if backward else "forward"]
     block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
     x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
     rows, k = x.shape
-    cols = h.size(1)
+    cols = w.size(1) if backward else w.size(0)
     tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
     programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4)
-    out = torch.empty_like(h)
+    out = x.new_empty(rows, cols)
     epilogue_cols = block_n // 2 if split_epilogue else block_n
     descriptors = [TensorDescriptor.from_tensor(x, [block_m, block_k]),
                    TensorDescriptor.from_tensor(w, [block_k, block_n] if backward else [block_n, block_k]),
                    TensorDescriptor.from_tensor(out, [block_m, epilogue_cols]),
-                   TensorDescriptor.from_tensor(h, [block_m, epilogue_cols])]
+                   TensorDescriptor.from_tensor(a, [block_m, epilogue_cols]) if backward else None]
     relu_square_gemm_kernel[(programs,)](*descriptors, row_scale.contiguous(), rows, cols, K=k, BLOCK_M=block_m,
                                          BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs,
                                          BACKWARD=backward, SPLIT_EPILOGUE=split_epilogue, num_warps=num_warps,
@@ -677,31 +678,30 @@ def relu_square_gemm(x: Tensor, w: Tensor, h: Tensor, row_scale: Tensor, backwar
 
 
 @torch.library.custom_op("nanogpt_medium::mlp_up", mutates_args=())
-def mlp_up(x: Tensor, fc_w: Tensor, row_scale: Tensor) -> tuple[Tensor, Tensor]:
-    """h = row_scale * (x @ fc_w^T) and a = relu(h)^2, from one GEMM on the GPU."""
+def mlp_up(x: Tensor, fc_w: Tensor, row_scale: Tensor) -> Tensor:
+    """a = relu(h)^2 of h = row_scale * (x @ fc_w^T) in float32, from one GEMM on the GPU."""
     if x.is_cuda:
-        h = x.new_empty(x.size(0), fc_w.size(0))
-        return h, relu_square_gemm(x, fc_w, h, row_scale, backward=False)
-    h = (row_scale[:, None] * (x.float() @ fc_w.float().T)).to(x.dtype)
-    return h, F.relu(h.float()).square().to(h.dtype)
+        return relu_square_gemm(x, fc_w, row_scale)
+    return F.relu(row_scale[:, None] * (x.float() @ fc_w.float().T)).square().to(x.dtype)
 
 
 @mlp_up.register_fake
 def _(x, fc_w, row_scale):
-    return x.new_empty(x.size(0), fc_w.size(0)), x.new_empty(x.size(0), fc_w.size(0))
+    return x.new_empty(x.size(0), fc_w.size(0))
 
 
 @torch.library.custom_op("nanogpt_medium::mlp_grad_h", mutates_args=())
-def mlp_grad_h(grad_y: Tensor, proj_w: Tensor, h: Tensor, row_scale: Tensor) -> Tensor:
-    """The gradient at h times row_scale, 2 relu(h) * (grad_y @ proj_w) * row_scale, from one GEMM on the GPU."""
+def mlp_grad_h(grad_y: Tensor, proj_w: Tensor, a: Tensor, row_scale: Tensor) -> Tensor:
+    """The gradient at h times row_scale, 2 sqrt(a) * (grad_y @ proj_w) * row_scale with relu(h) = sqrt(a), from one
+    GEMM on the GPU."""
     if grad_y.is_cuda:
-        return relu_square_gemm(grad_y, proj_w, h, row_scale, backward=True)
-    return (2 * F.relu(h.float()) * (grad_y @ proj_w).float() * row_scale[:, None]).to(h.dtype)
+        return relu_square_gemm(grad_y, proj_w, row_scale, a)
+    return (2 * a.float().sqrt() * (grad_y @ proj_w).float() * row_scale[:, None]).to(a.dtype)
 
 
 @mlp_grad_h.register_fake
-def _(grad_y, proj_w, h, row_scale):
-    return torch.empty_like(h)
+def _(grad_y, proj_w, a, row_scale):
+    return torch.empty_like(a)
 
 
 def reciprocal_rms(x: Tensor) -> Tensor:
@@ -713,19 +713,19 @@ class NormedReluSquareMLP(torch.autograd.Function):
     """relu(norm(x) @ fc_w^T)^2 @ proj_w^T (x: tokens x dim), norm(x) = r x with r each row's reciprocal RMS, as
     F.rms_norm. The relu-square, its gradient and r sit in GEMM epilogues (mlp_up, mlp_grad_h), so norm(x) is never
     written: norm(x) @ fc_w^T = r (x @ fc_w^T), and fc_w's gradient is (r grad_h)^T @ x. The other three GEMMs are
-    torch's. Keeps x, r, h and a for the backward."""
+    torch's. Keeps x, r and a for the backward, not h: relu(h) = sqrt(a)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
         row_scale = reciprocal_rms(x)
-        h, a = mlp_up(x, fc_w, row_scale)
-        ctx.save_for_backward(x, row_scale, fc_w, proj_w, h, a)
+        a = mlp_up(x, fc_w, row_scale)
+        ctx.save_for_backward(x, row_scale, fc_w, proj_w, a)
         return a @ proj_w.T
 
     @staticmethod
     def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        x, row_scale, fc_w, proj_w, h, a = ctx.saved_tensors
-        scaled_grad_h = mlp_grad_h(grad_y, proj_w, h, row_scale)
+        x, row_scale, fc_w, proj_w, a = ctx.saved_tensors
+        scaled_grad_h = mlp_grad_h(grad_y, proj_w, a, row_scale)
         # RMSNorm's backward, r grad_n - r^3 x mean(grad_n x), with u = r grad_n = (r grad_h) @ fc_w
         u, x32, r = (scaled_grad_h @ fc_w).float(), x.float(), row_scale[:, None]
         grad_x = u - r * r * x32 * (u * x32).mean(-1, keepdim=True)
