@@ -799,11 +799,11 @@ attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attent
 
 
 # ----------------------------------------------------------------------------------------------
-# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C, computing only the upper triangle
+# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C + diagonal * I, computing only the upper triangle
 
 
 @triton.jit
-def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta,
+def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta, diagonal,
                       stride_xb, stride_xm, stride_xk, stride_ob, stride_om, stride_on,
                       HAS_C: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     num_blocks = tl.cdiv(M, BLOCK_M)
@@ -829,28 +829,33 @@ def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta,
     mask = (rows[:, None] < M) & (cols[None, :] < M)
     if HAS_C:
         acc += beta * tl.load(c_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    if block_i == block_j:
+        acc += tl.where(rows[:, None] == cols[None, :], diagonal, 0.0)
     tl.store(out_ptr + offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
     if block_i != block_j:
         tl.store(out_ptr + mirrored, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
-    """Batched alpha * x @ x.mT + beta * c for x of shape (B, M, K); c (B, M, M) symmetric, same strides as out."""
+def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
+                      diagonal: float = 0.0) -> Tensor:
+    """Batched alpha * x @ x.mT + beta * c + diagonal * I for x of shape (B, M, K); c (B, M, M) symmetric, same
+    strides as out."""
     batch, m, k = x.shape
     out = x.new_empty(batch, m, m)
     block_m, block_k = 128, 64
     grid = (triton.cdiv(m, block_m) ** 2, batch)
-    sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta,
+    sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta, diagonal,
                             *x.stride(), *out.stride(), HAS_C=c is not None,
                             BLOCK_M=block_m, BLOCK_K=block_k, num_warps=8, num_stages=3)
     return out
 
 
-def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
+               diagonal: float = 0.0) -> Tensor:
     if x.is_cuda:
-        return sym_matmul_triton(x, c, alpha, beta)
-    product = x @ x.mT
-    return alpha * product if c is None else alpha * product + beta * c
+        return sym_matmul_triton(x, c, alpha, beta, diagonal)
+    product = alpha * (x @ x.mT) if c is None else alpha * (x @ x.mT) + beta * c
+    return product + diagonal * torch.eye(x.size(-2), dtype=x.dtype, device=x.device) if diagonal else product
 
 
 # ----------------------------------------------------------------------------------------------
@@ -878,8 +883,10 @@ def orthogonalize(g: Tensor, coefficients: tuple = JORDAN_COEFFICIENTS, norm_sca
     x = x / (x.norm(dim=(-2, -1), keepdim=True) * norm_scale + 1e-7)
     for a, b, c in coefficients:
         xxt = sym_matmul(x)
-        poly = sym_matmul(xxt, xxt, alpha=c, beta=b)  # b * A + c * A @ A
-        x = torch.baddbmm(x, poly, x, beta=a)  # a * x + poly @ x in the GEMM's epilogue, not a pass of its own
+        # a * I + b * A + c * A @ A: the kernel adds a on the diagonal, so that a * x + poly @ x is a plain bmm
+        # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
+        poly = sym_matmul(xxt, xxt, alpha=c, beta=b, diagonal=a)
+        x = torch.bmm(poly, x)
     return x.mT if transposed else x
 
 

@@ -41,9 +41,9 @@ def main() -> int:
         ref = x.double() @ x.double().mT
         results.append(check(f"{name} {batch}x{m}x{k}", relative_error(script.sym_matmul_triton(x), ref), 1e-2))
         a = script.sym_matmul_triton(x)
-        ref2 = -4.775 * a.double() + 2.0315 * a.double() @ a.double()
-        out2 = script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.775)
-        results.append(check(f"{name} with C {batch}x{m}", relative_error(out2, ref2), 2e-2))
+        ref2 = 3.4445 * torch.eye(m, device="cuda") - 4.775 * a.double() + 2.0315 * a.double() @ a.double()
+        out2 = script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.775, diagonal=3.4445)
+        results.append(check(f"{name} with C and diagonal {batch}x{m}", relative_error(out2, ref2), 2e-2))
     g = torch.randn(8, 768, 3072, device="cuda")
     u, _, vt = torch.linalg.svd(g.double(), full_matrices=False)
     results.append(check("orthogonalize vs SVD polar factor (NS5 is approximate)",

@@ -1,10 +1,9 @@
 """Milliseconds of one Muon step over each track's real hidden matrices, run as the script runs it, and of the
 Newton-Schulz orthogonalisation alone, matrix by matrix against stacked by shape (one batched call per group):
 how much batching could take off the step (run on a GPU). Then, per shape group, one Newton-Schulz iteration's three
-products as the script calls them (X X^T and b A + c A A in the symmetric kernel, a X + poly X in baddbmm), each
-beside cuBLAS's plain bmm of the same product, with TFLOP/s counted as full products (2 m m n): which part is slow;
-and the iteration kept on the tall layout: the update as X^T poly (poly is symmetric), another shape for cuBLAS, and
-the symmetric kernel reading X through the tall storage's strides.
+products as the script calls them (X X^T and a I + b A + c A A in the symmetric kernel, then (a I + poly) X in
+bmm), each beside cuBLAS's plain bmm of the same product, and the update as one baddbmm (a X + poly X, the script's
+call before session 25), with TFLOP/s counted as full products (2 m m n): which part is slow.
 
 python perf/muon_bench.py [short|medium ...]  ->  per track (both when none is named) a line, then a parts line per
 shape group. The first step's seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -76,21 +75,16 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
     xxt = script.sym_matmul(x)
     poly = script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0)
     batch, m, n = x.shape
-    tall = x.mT.contiguous()  # the same product transposed (poly is symmetric): another GEMM shape for cuBLAS
     parts = {"X X^T sym": (lambda: script.sym_matmul(x), 2 * m * m * n),
              "X X^T bmm": (lambda: torch.bmm(x, x.mT), 2 * m * m * n),
-             "b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0), 2 * m * m * m),
+             "a I + b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0, diagonal=3.4),
+                                       2 * m * m * m),
              "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
-             "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
-             "a X^T + X^T poly baddbmm": (lambda: torch.baddbmm(tall, tall, poly, beta=3.4), 2 * m * m * n),
-             "X X^T sym from tall storage": (lambda: script.sym_matmul(tall.mT), 2 * m * m * n)}
+             "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n)}
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
-    wide, tall_result = parts["a X + poly X baddbmm"][0](), parts["a X^T + X^T poly baddbmm"][0]()
-    difference = ((tall_result.mT.float() - wide.float()).abs().max() / wide.float().abs().max()).item()
     return (f"{name} Newton-Schulz parts, {batch} x {m} x {n}: "
-            + ", ".join(f"{part} {ms:.3f} ms ({flop / ms / 1e9:.0f} TFLOP/s)" for part, (ms, flop) in times.items())
-            + f"; tall - wide update: {difference:.1e} of the largest")
+            + ", ".join(f"{part} {ms:.3f} ms ({flop / ms / 1e9:.0f} TFLOP/s)" for part, (ms, flop) in times.items()))
 
 
 def main(argv: list[str]) -> int:

@@ -169,6 +169,8 @@ def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch, script):
     torch.testing.assert_close(script.sym_matmul(x), x @ x.mT)
     c = torch.randn(2, 8, 8)
     torch.testing.assert_close(script.sym_matmul(x, c, alpha=2.0, beta=-0.5), 2 * x @ x.mT - 0.5 * c)
+    torch.testing.assert_close(script.sym_matmul(x, c, alpha=2.0, beta=-0.5, diagonal=3.0),
+                               2 * x @ x.mT - 0.5 * c + 3 * torch.eye(8))
     assert calls == []
 
 
@@ -200,13 +202,16 @@ def test_triton_sym_matmul_with_c_alpha_beta_and_strided_input(interpreted_scrip
     torch.testing.assert_close(out, 0.5 * x @ x.mT - 2.0 * c, rtol=1e-4, atol=1e-4)
 
 
-def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_script):
-    """The two calls orthogonalize makes: A = X X^T, then b*A + c*A A^T (A symmetric)."""
-    x = torch.randn(2, 64, 160, generator=torch.Generator().manual_seed(8))
+@pytest.mark.parametrize("m", [64, 200])  # one diagonal block; two, the second cut by the mask
+def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_script, m):
+    """The two calls orthogonalize makes: A = X X^T, then a I + b A + c A A^T (A symmetric), a only on the diagonal."""
+    x = torch.randn(2, m, 160, generator=torch.Generator().manual_seed(8))
     x = x / x.norm(dim=(-2, -1), keepdim=True)
     a = interpreted_script.sym_matmul_triton(x)
-    poly = interpreted_script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.7750)
-    torch.testing.assert_close(poly, interpreted_script.sym_matmul(a, a, alpha=2.0315, beta=-4.7750),
+    poly = interpreted_script.sym_matmul_triton(a, a, alpha=2.0315, beta=-4.7750, diagonal=3.4445)
+    expected = 2.0315 * a.double() @ a.double() - 4.7750 * a.double() + 3.4445 * torch.eye(m, dtype=torch.float64)
+    torch.testing.assert_close(poly.double(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(poly, interpreted_script.sym_matmul(a, a, alpha=2.0315, beta=-4.7750, diagonal=3.4445),
                                rtol=1e-4, atol=1e-5)
 
 
@@ -268,14 +273,14 @@ def test_polar_express_is_closer_to_u_vt_than_jordan(shape):
 
 
 def test_default_is_jordans_fixed_quintic_five_times_bit_for_bit():
-    """The default must stay exactly what Muon computed before there were coefficient sets."""
+    """The default is Jordan's quintic, the same (a, b, c) five times, each iteration (a I + b A + c A A) @ x."""
     g = torch.randn(2, 24, 40, generator=torch.Generator().manual_seed(13))
     x = g.bfloat16()
     x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
     for _ in range(5):
         a = x @ x.mT
-        poly = 2.0315 * (a @ a.mT) + -4.7750 * a  # as sym_matmul's CPU path orders it
-        x = torch.baddbmm(x, poly, x, beta=3.4445)  # 3.4445 x + poly @ x, in one call as the script does
+        poly = 2.0315 * (a @ a.mT) + -4.7750 * a + 3.4445 * torch.eye(24, dtype=x.dtype)  # sym_matmul's CPU order
+        x = poly @ x
     assert torch.equal(train_gpt.orthogonalize(g), x)
     assert torch.equal(orthogonalize(g, "jordan"), x)
 
