@@ -1,7 +1,7 @@
 """Compile a track's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
 their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, how
 often each bf16 input element is converted (twice means Triton computes the block once per layout), the
-special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh: a quarter of the FP32 rate), and
+special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, sqrt, tanh: a quarter of the FP32 rate), and
 for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs from its scheduler (one
 instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8 clocks a warp
 instruction): the larger bounds the loop when memory does not.
@@ -9,7 +9,9 @@ instruction): the larger bounds the loop when memory does not.
 python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py]  ->  one line per kernel and
 launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror the
 launchers in the script; integer arguments and pointers are taken as divisible by 16, as Triton's JIT specialises
-them for the model's shapes.
+them for the model's shapes. Track 2's MLP GEMM is compiled at each pass's MLP_LAUNCH, or at the launches given as
+--launch=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT (SPLIT 0 or 1; repeatable): whether its pipeline
+stages fit in SHARED_LIMIT, an sm_90 block's most shared memory.
 """
 import importlib.util
 import os
@@ -24,6 +26,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
+SHARED_LIMIT = 232_448  # bytes of shared memory one block may use on sm_90 (227 KB)
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 # Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
@@ -34,7 +37,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr
              "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "lambdas_ptr": "*fp32",
              "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "grad_q_ptr": "*bf16",
              "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16", "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16",
-             "lambda_sums_ptr": "*fp32", "eps": "fp32"}
+             "lambda_sums_ptr": "*fp32", "eps": "fp32", "diagonal": "fp32"}
 ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
 # script: kernel name: its launch configurations there, as (constexprs, num_warps)
 CONFIGS = {
@@ -61,18 +64,19 @@ def load_script(path: str):
     return module
 
 
-def compile_kernel(kernel, constexprs: dict, num_warps: int):
-    """Other integers are i32 and, like pointers, divisible by 16 (the model's shapes are)."""
-    signature, constants, attrs = {}, dict(constexprs), {}
+def compile_kernel(kernel, constexprs: dict, num_warps: int, num_stages: int = 3, types: dict | None = None):
+    """types: argument types beyond ARG_TYPES (tensor descriptors, whose block shape is the launch's). Other integers
+    are i32 and, like pointers, divisible by 16 (the model's shapes are)."""
+    signature, constants, attrs, types = {}, dict(constexprs), {}, {**ARG_TYPES, **(types or {})}
     for i, name in enumerate(kernel.arg_names):
-        kind = "constexpr" if name in constexprs else ARG_TYPES.get(name, "i32")
+        kind = "constexpr" if name in constexprs else types.get(name, "i32")
         if isinstance(kind, int):
             constants[name], kind = kind, "constexpr"
         signature[name] = kind
         if kind.startswith("*") or kind == "i32":
             attrs[(i,)] = [["tt.divisibility", 16]]
     source = ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs)
-    return triton.compile(source, target=TARGET, options=dict(num_warps=num_warps))
+    return triton.compile(source, target=TARGET, options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
 def ptxas_usage(ptx: str) -> tuple[int, int]:
@@ -120,23 +124,44 @@ def loop_cycles(cubin: bytes) -> list[tuple[int, int]]:
     return loops
 
 
-def report(kernel_name: str, kernel, constexprs: dict, num_warps: int) -> str:
+def report(kernel_name: str, kernel, constexprs: dict, num_warps: int, num_stages: int = 3,
+           types: dict | None = None) -> str:
     constexprs = {name: value for name, value in constexprs.items() if name in kernel.arg_names}
-    compiled = compile_kernel(kernel, constexprs, num_warps)
+    compiled = compile_kernel(kernel, constexprs, num_warps, num_stages, types)
     ptx = compiled.asm["ptx"]
     registers, spills = ptxas_usage(ptx)
     conversions = len(re.findall(r"cvt\.f32\.bf16", ptx))
-    special = len(re.findall(r"\b(?:ex2|lg2|rcp|rsqrt|tanh)\.approx|\bdiv\.full", ptx))
-    settings = " ".join(f"{k}={v}" for k, v in constexprs.items())
-    return (f"{kernel_name} [{settings} warps={num_warps}]: {registers} registers, {spills} B spilled, "
+    special = len(re.findall(r"\b(?:ex2|lg2|rcp|rsqrt|sqrt|tanh)\.approx|\bdiv\.full", ptx))
+    settings = " ".join(f"{k}={v}" for k, v in constexprs.items() if not k.endswith("_desc"))
+    return (f"{kernel_name} [{settings} warps={num_warps} stages={num_stages}]: {registers} registers, "
+            f"{spills} B spilled, "
             f"{compiled.metadata.shared} B shared, widest load {widest(ptx, 'ld')} B / store {widest(ptx, 'st')} B, "
             f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread; loops: "
             + (", ".join(f"{issue} issue / {mufu} MUFU cycles" for issue, mufu in loop_cycles(compiled.asm["cubin"]))
                or "none"))
 
 
+def relu_square_gemm_report(script, launch: tuple, backward: bool, k: int = 1024) -> str:
+    """Track 2's MLP GEMM at one launch (as relu_square_gemm's tuple) for one pass, K = model_dim, and whether its
+    shared memory fits."""
+    block_m, block_n, block_k, group_m, num_warps, num_stages, split = launch
+    epilogue_cols = block_n // 2 if split else block_n
+    types = {"x_desc": f"tensordesc<bf16[{block_m}, {block_k}]>",
+             "w_desc": f"tensordesc<bf16[{block_k}, {block_n}]>" if backward
+             else f"tensordesc<bf16[{block_n}, {block_k}]>",
+             "out_desc": f"tensordesc<bf16[{block_m}, {epilogue_cols}]>",
+             "a_desc": f"tensordesc<bf16[{block_m}, {epilogue_cols}]>", "row_scale_ptr": "*fp32"}
+    constexprs = dict(K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=132,
+                      BACKWARD=backward, SPLIT_EPILOGUE=split, **({} if backward else {"a_desc": None}))
+    line = report("relu_square_gemm_kernel", script.relu_square_gemm_kernel, constexprs, num_warps, num_stages, types)
+    shared = int(re.search(r"(\d+) B shared", line)[1])
+    return f"{line}; {'fits' if shared <= SHARED_LIMIT else 'does not fit'} in {SHARED_LIMIT} B"
+
+
 def main(argv: list[str]) -> int:
-    path = argv[0] if argv else str(Path(__file__).resolve().parents[1] / "train_gpt.py")
+    launches = [tuple(int(v) for v in a.split("=", 1)[1].split(",")) for a in argv if a.startswith("--launch=")]
+    paths = [a for a in argv if not a.startswith("--launch=")]
+    path = paths[0] if paths else str(Path(__file__).resolve().parents[1] / "train_gpt.py")
     script = load_script(path)
     for name, configs in CONFIGS[Path(path).name].items():
         for constexprs, num_warps in configs:
@@ -144,6 +169,10 @@ def main(argv: list[str]) -> int:
                 print(f"{name}: not in this script")
                 continue
             print(report(name, getattr(script, name), constexprs, num_warps))
+    if hasattr(script, "MLP_LAUNCH"):
+        for backward in (False, True):
+            for launch in launches or [script.MLP_LAUNCH["backward" if backward else "forward"]]:
+                print(relu_square_gemm_report(script, launch, backward))
     return 0
 
 

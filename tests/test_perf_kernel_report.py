@@ -38,8 +38,29 @@ def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_fun
     (the other 4 exps on the FMA units), 96 cycles a warp; the second 8 and 8, 128."""
     lines = run_report(repo_root, "train_gpt_medium.py")
     assert set(lines) == {"sym_matmul_kernel", "softcap_ce_kernel", "attention_inputs_kernel",
-                          "attention_inputs_backward_kernel"}
+                          "attention_inputs_backward_kernel", "relu_square_gemm_kernel"}
     assert [mufu for _, mufu in lines["softcap_ce_kernel"][-1]] == [96, 128]
+
+
+def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_takes_square_roots(repo_root):
+    """Each pass of the MLP GEMM at the script's MLP_LAUNCH, and a 4-stage 128 x 256 launch of the backward, which
+    does not fit (its TMA stages, 48 KB each, and two half-tile buffers). The backward's relu(h) = sqrt(a): one
+    special-function op per element (128 a thread at 128 x 256 tiles and 8 warps), none in the forward."""
+    result = subprocess.run([sys.executable, "perf/kernel_report.py", "train_gpt_medium.py",
+                             "--launch=128,256,64,8,8,4,1"], cwd=repo_root, capture_output=True, text=True,
+                            timeout=300, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    if result.returncode != 0 and "ptxas" in result.stderr:
+        pytest.skip("no ptxas in this Triton install")
+    assert result.returncode == 0, result.stderr
+    gemm = [line for line in result.stdout.splitlines() if line.startswith("relu_square_gemm_kernel")]
+    assert len(gemm) == 2  # --launch replaces MLP_LAUNCH: one line a pass
+    forward, backward = gemm
+    assert "BACKWARD=False" in forward and "BACKWARD=True" in backward
+    assert forward.endswith("fits in 232448 B") and backward.endswith("does not fit in 232448 B")
+    special = [int(re.search(r"(\d+) special-function ops", line)[1]) for line in gemm]
+    assert special == [0, 128]
+    default = run_report(repo_root, "train_gpt_medium.py")
+    assert default["relu_square_gemm_kernel"][2] <= 232_448  # shared bytes of the last line, the backward
 
 
 def test_every_kernel_of_track_1_is_reported(report):
