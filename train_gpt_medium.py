@@ -631,7 +631,8 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, a_desc, row_scale_ptr, row
                             PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
     """x (rows x K) times w, with relu_square_epilogue and a float32 scale per row of x. Forward: w is cols x K, the
     product is h and a_desc is None. Backward: w is K x cols and the product is grad_a. Each of PROGRAMS programs (one
-    an SM) walks tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's epilogue.
+    or two an SM) walks tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's
+    epilogue, and a second program on the SM, where both fit, runs its MMAs under the first one's epilogue.
     SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in
     shared memory (Triton's persistent-matmul tutorial), which leaves room for more pipeline stages."""
     tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
@@ -652,8 +653,9 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, a_desc, row_scale_ptr, row
             relu_square_epilogue(acc, row_scale, a_desc, out_desc, first_row, first_col, BACKWARD)
 
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/medium_mlp_bench.py times others
-MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, True), "backward": (128, 256, 64, 8, 8, 3, True)}
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue, programs an SM: perf/medium_mlp_bench.py
+# times others (perf/kernel_report.py says which fit twice in an SM's shared memory)
+MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, True, 1), "backward": (128, 256, 64, 8, 8, 3, True, 1)}
 
 
 def relu_square_gemm(x: Tensor, w: Tensor, row_scale: Tensor, a: Tensor | None = None,
@@ -663,12 +665,13 @@ def relu_square_gemm(x: Tensor, w: Tensor, row_scale: Tensor, a: Tensor | None =
     16-byte rows: K and cols multiples of 8 in bf16 (any float dtype runs, for tests under Triton's interpreter)."""
     backward = a is not None
     launch = launch or MLP_LAUNCH["backward" if backward else "forward"]
-    block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
+    block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue, programs_per_sm = launch
     x, w = x.contiguous(), w.contiguous()  # TMA descriptors need unit last strides (autograd's grad_y may be a view)
     rows, k = x.shape
     cols = w.size(1) if backward else w.size(0)
     tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
-    programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    programs = min(tiles, sms * programs_per_sm)
     out = x.new_empty(rows, cols)
     epilogue_cols = block_n // 2 if split_epilogue else block_n
     descriptors = [TensorDescriptor.from_tensor(x, [block_m, block_k]),

@@ -10,8 +10,8 @@ python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py
 launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror the
 launchers in the script; integer arguments and pointers are taken as divisible by 16, as Triton's JIT specialises
 them for the model's shapes. Track 2's MLP GEMM is compiled at each pass's MLP_LAUNCH, or at the launches given as
---launch=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT (SPLIT 0 or 1; repeatable): whether its pipeline
-stages fit in SHARED_LIMIT, an sm_90 block's most shared memory.
+--launch=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (SPLIT 0 or 1; repeatable): whether its
+pipeline stages fit in SHARED_LIMIT, an sm_90 block's most shared memory, and its programs in one SM.
 """
 import importlib.util
 import os
@@ -27,6 +27,8 @@ from triton.compiler import ASTSource  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 SHARED_LIMIT = 232_448  # bytes of shared memory one block may use on sm_90 (227 KB)
+SM_SHARED, SM_REGISTERS = 233_472, 65_536  # an sm_90 SM's shared memory (228 KB, 1 KB of it reserved a block) and
+# registers, shared by the programs resident on it
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 # Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
@@ -142,9 +144,9 @@ def report(kernel_name: str, kernel, constexprs: dict, num_warps: int, num_stage
 
 
 def relu_square_gemm_report(script, launch: tuple, backward: bool, k: int = 1024) -> str:
-    """Track 2's MLP GEMM at one launch (as relu_square_gemm's tuple) for one pass, K = model_dim, and whether its
-    shared memory fits."""
-    block_m, block_n, block_k, group_m, num_warps, num_stages, split = launch
+    """Track 2's MLP GEMM at one launch (as relu_square_gemm's tuple) for one pass, K = model_dim, whether its shared
+    memory fits a block and whether programs_per_sm of it fit an SM together (shared memory and registers)."""
+    block_m, block_n, block_k, group_m, num_warps, num_stages, split, programs_per_sm = launch
     epilogue_cols = block_n // 2 if split else block_n
     types = {"x_desc": f"tensordesc<bf16[{block_m}, {block_k}]>",
              "w_desc": f"tensordesc<bf16[{block_k}, {block_n}]>" if backward
@@ -154,8 +156,12 @@ def relu_square_gemm_report(script, launch: tuple, backward: bool, k: int = 1024
     constexprs = dict(K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=132,
                       BACKWARD=backward, SPLIT_EPILOGUE=split, **({} if backward else {"a_desc": None}))
     line = report("relu_square_gemm_kernel", script.relu_square_gemm_kernel, constexprs, num_warps, num_stages, types)
-    shared = int(re.search(r"(\d+) B shared", line)[1])
-    return f"{line}; {'fits' if shared <= SHARED_LIMIT else 'does not fit'} in {SHARED_LIMIT} B"
+    registers, shared = (int(re.search(pattern, line)[1]) for pattern in (r"(\d+) registers", r"(\d+) B shared"))
+    sm_shared, sm_registers = programs_per_sm * (shared + 1024), programs_per_sm * registers * 32 * num_warps
+    together = sm_shared <= SM_SHARED and sm_registers <= SM_REGISTERS
+    return (f"{line}; {'fits' if shared <= SHARED_LIMIT else 'does not fit'} in {SHARED_LIMIT} B; "
+            f"{programs_per_sm} an SM {'fit' if together else 'do not fit'} ({sm_shared} of {SM_SHARED} B shared, "
+            f"{sm_registers} of {SM_REGISTERS} registers)")
 
 
 def main(argv: list[str]) -> int:

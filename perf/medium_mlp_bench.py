@@ -15,10 +15,11 @@ read), and backward, grad_a's write and read (1.07 GB); that pays only if the Tr
 at K = 1,024.
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
-warps, stages, whether the epilogue stores each tile in two halves) with its TFLOP/s and its largest difference from
-the torch path's output, then the script's (MLP_LAUNCH of the pass) and the best.
---tiny runs a small shape and two configurations (one tile shape, the epilogue whole and split) on the CPU in
-float32, the kernel under Triton's interpreter (tests/test_perf_medium_mlp_bench.py).
+warps, stages, whether the epilogue stores each tile in two halves, programs an SM) with its TFLOP/s and its largest
+difference from the torch path's output, then the script's (MLP_LAUNCH of the pass) and the best. Two programs an SM
+are tried with 128 x 128 tiles, whose two, at 2 or 3 stages, fit in an SM's shared memory (perf/kernel_report.py).
+--tiny runs a small shape and three configurations (one tile shape, the epilogue whole and split, split with two
+programs a "SM") on the CPU in float32, the kernel under Triton's interpreter (tests/test_perf_medium_mlp_bench.py).
 """
 import itertools
 import sys
@@ -31,11 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 from mlp_bench import timed_us  # noqa: E402
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue (only where a tile's epilogue is large)
-CONFIGS = [(m, n, k, 8, w, s, split) for (m, n, k), w, s, split in itertools.product(
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue (only where a tile's epilogue is large),
+# programs an SM
+CONFIGS = [(m, n, k, 8, w, s, split, 1) for (m, n, k), w, s, split in itertools.product(
     ((128, 128, 64), (128, 256, 64), (128, 128, 128), (256, 128, 64)), (4, 8), (3, 4), (False, True))
     if not split or m * n > 128 * 128 or k > 64]
-TINY_CONFIGS = [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True)]
+CONFIGS += [(128, 128, 64, 8, w, s, True, 2) for w, s in itertools.product((4, 8), (2, 3))]
+TINY_CONFIGS = [(32, 64, 32, 2, 4, 1, False, 1), (32, 64, 32, 2, 4, 1, True, 1), (32, 64, 32, 2, 4, 1, True, 2)]
 
 
 def forward_torch(x, fc_w):

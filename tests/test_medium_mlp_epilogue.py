@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt_medium as medium  # noqa: E402
 
 # small tiles: 200 x 96 outputs are 7 x 2 tiles, partial at both edges; the epilogue whole, or as two 32 x 32 halves
-LAUNCHES = [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True)]
+LAUNCHES = [(32, 64, 32, 2, 4, 1, False, 1), (32, 64, 32, 2, 4, 1, True, 1), (32, 64, 32, 2, 4, 1, True, 2)]
 
 
 @pytest.fixture

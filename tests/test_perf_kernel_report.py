@@ -43,21 +43,24 @@ def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_fun
 
 
 def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_takes_square_roots(repo_root):
-    """Each pass of the MLP GEMM at the script's MLP_LAUNCH, and a 4-stage 128 x 256 launch of the backward, which
-    does not fit (its TMA stages, 48 KB each, and two half-tile buffers). The backward's relu(h) = sqrt(a): one
-    special-function op per element (128 a thread at 128 x 256 tiles and 8 warps), none in the forward."""
+    """The MLP GEMM at a 4-stage 128 x 256 launch: the forward fits, the backward not (its TMA stages, 48 KB each, and
+    two half-tile buffers); two programs of 128 x 128 tiles at 3 stages fit an SM in the forward, not in the backward
+    (a's buffer). The backward's relu(h) = sqrt(a): one special-function op per element (128 a thread at 128 x 256
+    tiles and 8 warps), none in the forward."""
     result = subprocess.run([sys.executable, "perf/kernel_report.py", "train_gpt_medium.py",
-                             "--launch=128,256,64,8,8,4,1"], cwd=repo_root, capture_output=True, text=True,
-                            timeout=300, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+                             "--launch=128,256,64,8,8,4,1,1", "--launch=128,128,64,8,8,3,1,2"], cwd=repo_root,
+                            capture_output=True, text=True, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     if result.returncode != 0 and "ptxas" in result.stderr:
         pytest.skip("no ptxas in this Triton install")
     assert result.returncode == 0, result.stderr
     gemm = [line for line in result.stdout.splitlines() if line.startswith("relu_square_gemm_kernel")]
-    assert len(gemm) == 2  # --launch replaces MLP_LAUNCH: one line a pass
-    forward, backward = gemm
-    assert "BACKWARD=False" in forward and "BACKWARD=True" in backward
-    assert forward.endswith("fits in 232448 B") and backward.endswith("does not fit in 232448 B")
-    special = [int(re.search(r"(\d+) special-function ops", line)[1]) for line in gemm]
+    assert len(gemm) == 4  # --launch replaces MLP_LAUNCH: forward, then backward, each launch
+    forward, forward_two, backward, backward_two = gemm
+    assert "BACKWARD=False" in forward_two and "BACKWARD=True" in backward
+    assert "; fits in 232448 B; 1 an SM fit" in forward and "; does not fit in 232448 B; 1 an SM do not fit" in backward
+    assert "; 2 an SM fit" in forward_two and "; 2 an SM do not fit" in backward_two
+    special = [int(re.search(r"(\d+) special-function ops", line)[1]) for line in (forward, backward)]
     assert special == [0, 128]
     default = run_report(repo_root, "train_gpt_medium.py")
     assert default["relu_square_gemm_kernel"][2] <= 232_448  # shared bytes of the last line, the backward
