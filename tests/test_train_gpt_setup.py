@@ -79,8 +79,8 @@ print(script.compile_cache_lookups())
 """
 
 
-@pytest.mark.parametrize("script, function_name, fc_shape", [("train_gpt", "fp8_mlp", "(64, 48)"),
-                                                             ("train_gpt_medium", "normed_relu_square_mlp", "(48, 64)")])
+@pytest.mark.parametrize("script, function_name, fc_shape", [
+    ("train_gpt", "fp8_mlp", "(64, 48)"), ("train_gpt_medium", "normed_relu_square_mlp", "(48, 64)")])
 def test_the_mlp_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(tmp_path, script,
                                                                                           function_name, fc_shape):
     """Each track's MLP (an autograd.Function) is one call in dynamo's graph, and AOTAutograd's cache keeps the graphs
