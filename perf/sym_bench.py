@@ -44,15 +44,14 @@ def stacks(script, tiny: bool, device: torch.device) -> list[torch.Tensor]:
     return result
 
 
-def launch(x: torch.Tensor, c: torch.Tensor | None, config, alpha=1.0, beta=0.0, diagonal=0.0) -> torch.Tensor:
+def launch(x: torch.Tensor, c: torch.Tensor | None, config, alpha=1.0, beta=0.0) -> torch.Tensor:
     block_m, block_k, warps, stages = config
     batch, m, k = x.shape
     out = x.new_empty(batch, m, m)
     grid = (triton.cdiv(m, block_m) ** 2, batch)
-    short.sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta, diagonal, *x.stride(),
-                                  *out.stride(),
-                                  HAS_C=c is not None, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps,
-                                  num_stages=stages)
+    short.sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta, 0.0,  # no diagonal term
+                                  *x.stride(), *out.stride(), HAS_C=c is not None, BLOCK_M=block_m,
+                                  BLOCK_K=block_k, num_warps=warps, num_stages=stages)
     return out
 
 
