@@ -73,15 +73,16 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
     x = x.mT if x.size(-2) > x.size(-1) else x
     x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).contiguous()
     xxt = script.sym_matmul(x)
-    poly = script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0)
+    a, b, c = 3.4445, -4.7750, 2.0315  # Jordan's (a, b, c): sym_matmul takes c as alpha, b as beta, as orthogonalize
+    poly = script.sym_matmul(xxt, xxt, alpha=c, beta=b)
     batch, m, n = x.shape
     parts = {"X X^T sym": (lambda: script.sym_matmul(x), 2 * m * m * n),
              "X X^T bmm": (lambda: torch.bmm(x, x.mT), 2 * m * m * n),
-             "a I + b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=-4.7, beta=2.0, diagonal=3.4),
+             "a I + b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=c, beta=b, diagonal=a),
                                        2 * m * m * m),
              "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
-             "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=3.4), 2 * m * m * n)}
+             "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=a), 2 * m * m * n)}
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
     return (f"{name} Newton-Schulz parts, {batch} x {m} x {n}: "
             + ", ".join(f"{part} {ms:.3f} ms ({flop / ms / 1e9:.0f} TFLOP/s)" for part, (ms, flop) in times.items()))
