@@ -912,6 +912,17 @@ class Comm:
         return full[self.rank * size:(self.rank + 1) * size]
 
 
+def stack_in_place(params: list[Tensor], world_size: int) -> Tensor:
+    """One tensor holding a group's same-shape matrices, zero-padded to a multiple of world_size; each parameter
+    becomes a view of its row, so that Muon updates and all-gathers the parameters in place, without stacking them
+    and copying them back every step."""
+    padding = -len(params) % world_size
+    stack = torch.stack([p.detach() for p in params] + [torch.zeros_like(params[0])] * padding)
+    for p, row in zip(params, stack):
+        p.data = row
+    return stack
+
+
 def wait_all(handles):
     for handle in handles:
         if handle is not None:
@@ -952,8 +963,8 @@ def muon_update(weights: Tensor, momentum_buffer: Tensor, second_moment: Tensor 
 
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix.
-    Same-shape parameters form a group; each rank updates its share of a group's matrices, stacked, in one call of
-    `update` (muon_update, maybe compiled), then all ranks all-gather the new values.
+    Same-shape parameters form a group, whose matrices become rows of one stack (stack_in_place); each rank updates
+    its share of the rows in one call of `update` (muon_update, maybe compiled), then all ranks all-gather the rows.
     ns_coefficients names an entry of NS_COEFFICIENTS; a normuon_beta2 turns on NorMuon's scaling."""
 
     def __init__(self, params, lr: float, momentum: float, weight_decay: float, comm: Comm,
@@ -966,25 +977,20 @@ class Muon(torch.optim.Optimizer):
                                       normuon_beta2=normuon_beta2))
         self.comm, self.update = comm, update
         self.coefficients, self.norm_scale = NS_COEFFICIENTS[ns_coefficients]
+        self.stacks = [stack_in_place(g["params"], comm.world_size) for g in self.param_groups]
 
     @torch.no_grad()
     def step(self):
         scattered = [self.comm.reduce_scatter_avg(self._stacked_grads(g["params"])) for g in self.param_groups]
         gathers = []
-        for group, (grad_shard, handle) in zip(self.param_groups, scattered):
+        for group, stack, (grad_shard, handle) in zip(self.param_groups, self.stacks, scattered):
             wait_all([handle])
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
-            values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))  # zero-padded
             if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
-                self._update(group, owned, values[:len(owned)], grad_shard[:len(owned)])
-                torch._foreach_copy_(owned, list(values[:len(owned)]))
-            if self.comm.world_size > 1:
-                full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
-                gathers.append((params, full, self.comm.all_gather(full, values)))
-        for params, full, handle in gathers:
-            handle.wait()
-            torch._foreach_copy_(params, list(full[:len(params)]))
+                self._update(group, owned, self.comm.own(stack)[:len(owned)], grad_shard[:len(owned)])
+            gathers.append(self.comm.all_gather(stack, self.comm.own(stack)))  # in place: the parameters' rows
+        wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
         padding = -len(params) % self.comm.world_size

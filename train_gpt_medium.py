@@ -814,6 +814,17 @@ class Comm:
         return full[self.rank * size:(self.rank + 1) * size]
 
 
+def stack_in_place(params: list[Tensor], world_size: int) -> Tensor:
+    """One tensor holding a group's same-shape matrices, zero-padded to a multiple of world_size; each parameter
+    becomes a view of its row, so that Muon updates and all-gathers the parameters in place, without stacking them
+    and copying them back every step."""
+    padding = -len(params) % world_size
+    stack = torch.stack([p.detach() for p in params] + [torch.zeros_like(params[0])] * padding)
+    for p, row in zip(params, stack):
+        p.data = row
+    return stack
+
+
 def wait_all(handles):
     for handle in handles:
         if handle is not None:
@@ -822,18 +833,20 @@ def wait_all(handles):
 
 class Muon(torch.optim.Optimizer):
     """MomentUm Orthogonalized by Newton-Schulz (Keller Jordan, 2024), sharded by matrix, mixed precision.
-    Each group holds same-shape bf16 matrices; each rank updates its share of a group, stacked, in one call of
-    `update` (muon_update, maybe compiled), keeping their low bits, then all ranks all-gather the new values."""
+    Each group holds same-shape bf16 matrices, rows of one stack (stack_in_place); each rank updates its share of the
+    rows in one call of `update` (muon_update, maybe compiled), keeping their low bits, then all ranks all-gather the
+    rows."""
 
     def __init__(self, param_groups, lr: float, momentum: float, comm: Comm, update):
         super().__init__(param_groups, dict(lr=lr, momentum=momentum, weight_decay=0.0))
         self.comm, self.update = comm, update
+        self.stacks = [stack_in_place(g["params"], comm.world_size) for g in self.param_groups]
 
     @torch.no_grad()
     def step(self):
         scattered = [self.comm.reduce_scatter_avg(self._stacked_grads(g["params"])) for g in self.param_groups]
         gathers = []
-        for group, (grad_shard, handle) in zip(self.param_groups, scattered):
+        for group, stack, (grad_shard, handle) in zip(self.param_groups, self.stacks, scattered):
             wait_all([handle])
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
@@ -842,20 +855,14 @@ class Muon(torch.optim.Optimizer):
             # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
             scalars = [torch.tensor(value, dtype=torch.float32)
                        for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
-            values = torch.stack(owned + [torch.zeros_like(params[0])] * (per_rank - len(owned)))  # zero-padded
             if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
-                high = values[:len(owned)].view(torch.uint16)
+                high = self.comm.own(stack)[:len(owned)].view(torch.uint16)
                 low_bits = self._stacked_state(owned, "low_bits", lambda: torch.zeros_like(high))  # fresh: zero
                 momentum_buffer = self._stacked_state(owned, "momentum_buffer",
                                                       lambda: torch.zeros_like(high, dtype=torch.float32))
                 self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
-                torch._foreach_copy_(owned, list(values[:len(owned)]))
-            if self.comm.world_size > 1:
-                full = values.new_empty(per_rank * self.comm.world_size, *values.shape[1:])
-                gathers.append((params, full, self.comm.all_gather(full, values)))
-        for params, full, handle in gathers:
-            handle.wait()
-            torch._foreach_copy_(params, list(full[:len(params)]))
+            gathers.append(self.comm.all_gather(stack, self.comm.own(stack)))  # in place: the parameters' rows
+        wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
         padding = -len(params) % self.comm.world_size

@@ -166,6 +166,25 @@ def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
         assert torch.equal(stacked.state[p]["momentum_buffer"], reference_state[twin][1])
 
 
+def test_muon_updates_the_parameters_in_place_as_rows_of_one_stack_per_group():
+    """Each parameter is a view of its group's stack, so the step writes the parameters (their bf16 high bits)
+    without stacking them and copying them back; restoring a model state (as the warmup does) keeps the views."""
+    torch.manual_seed(6)
+    params = [torch.nn.Parameter(torch.randn(8, 16).bfloat16()) for _ in range(3)]
+    module = torch.nn.ParameterList(params)
+    initial = {key: value.clone() for key, value in module.state_dict().items()}
+    opt = muon([(params[:2], 0.1), (params[2:], 0.0)])
+    for p in params:
+        p.grad = torch.randn(8, 16).bfloat16()
+    opt.step()
+    module.load_state_dict(initial)
+    assert [p.data_ptr() for p in params] == [row.data_ptr() for stack in opt.stacks for row in stack]
+    before = [p.detach().clone() for p in params]
+    opt.step()
+    for p, old, row in zip(params, before, [row for stack in opt.stacks for row in stack]):
+        assert torch.equal(p.detach(), row) and not torch.equal(p.detach(), old)
+
+
 def test_restoring_the_initial_muon_state_drops_the_low_bits():
     param = torch.nn.Parameter(torch.randn(8, 16).bfloat16())
     opt = muon([([param], 0.0)])

@@ -253,6 +253,31 @@ def test_muon_state_is_stacked_once_and_then_updated_in_place():
         assert all(opt.state[p][key]._base is base for p, base in zip(params, bases[key])), key
 
 
+def test_muon_updates_the_parameters_in_place_as_rows_of_one_stack_per_shape():
+    """Each parameter is a view of its shape group's stack, so the step writes the parameters without stacking them
+    and copying them back; restoring a model state (as the warmup does) copies into those rows and keeps them."""
+    params = make_params(MUON_SHAPES, 35)
+    module = torch.nn.ParameterList(params)
+    initial = copy.deepcopy(module.state_dict())
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt = Muon(params, lr=0.05, momentum=0.95, weight_decay=0.1, comm=Comm(0, 1))
+    grads = make_grads(MUON_SHAPES, 2, 36)
+    step_on(opt, params, grads[0])
+    module.load_state_dict(initial)
+    assert all(torch.equal(p.detach(), twin.detach()) for p, twin in zip(params, twins))
+    after = step_on(opt, params, grads[1])
+    for group, stack in zip(opt.param_groups, opt.stacks):
+        assert stack.shape == (len(group["params"]), *group["params"][0].shape)
+        assert [p.data_ptr() for p in group["params"]] == [row.data_ptr() for row in stack]
+    # the same two steps on separate tensors, one matrix a group, restored the same way
+    reference = Muon(twins, lr=0.05, momentum=0.95, weight_decay=0.1, comm=Comm(0, 1))
+    step_on(reference, twins, grads[0])
+    torch.nn.ParameterList(twins).load_state_dict(initial)
+    expected = step_on(reference, twins, grads[1])
+    for p, value, twin_value, start in zip(params, after, expected, initial.values()):
+        assert torch.equal(value, twin_value) and not torch.equal(value, start)
+
+
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the aten ops dispatched while active (each is at least one kernel launch on the GPU)."""
 
