@@ -1873,14 +1873,38 @@ def gpu_idle(events) -> str | None:
 
 def longest_kernels(events, count: int = 30) -> list[str]:
     """The GPU kernels with the most total time, one line each with the full name, which the table cuts at 60
-    characters (inductor's names list the ops each kernel fuses)."""
+    characters (inductor's names list the ops each kernel fuses), and the CPU ops that launched most of it."""
     totals = {}
     for event in events:
         if is_kernel(event):
             total, calls = totals.get(event.name, (0, 0))
             totals[event.name] = (total + event.time_range.end - event.time_range.start, calls + 1)
     longest = sorted(totals.items(), key=lambda item: -item[1][0])[:count]
-    return [f"kernel {total / 1000:.1f} ms in {calls} calls: {name}" for name, (total, calls) in longest]
+    launchers, lines = kernel_launchers(events), []
+    for name, (total, calls) in longest:
+        launcher = f" [from {launchers[name]}]" if launchers.get(name) else ""
+        lines.append(f"kernel {total / 1000:.1f} ms in {calls} calls: {name}{launcher}")
+    return lines
+
+
+def kernel_launchers(events, depth: int = 4) -> dict[str, str]:
+    """Each GPU kernel's launching CPU op (the profiler links it to the op's kernels) and that op's callers, innermost
+    first, for the chain that launched most of its time: names where an untraced copy comes from. Inductor's
+    kernels are launched under their own names, which the chain leaves out."""
+    time_by_chain = {}
+    for event in events:
+        for kernel in getattr(event, "kernels", []):
+            chain, op = [], event
+            while op is not None and len(chain) < depth:
+                if op.name != kernel.name:
+                    chain.append(op.name)
+                op = op.cpu_parent
+            key = (kernel.name, " < ".join(chain))
+            time_by_chain[key] = time_by_chain.get(key, 0) + kernel.duration
+    launchers = {}
+    for (name, chain), _ in sorted(time_by_chain.items(), key=lambda item: item[1]):
+        launchers[name] = chain  # the longest chain's comes last
+    return launchers
 
 
 def communication_overlap(events) -> str | None:

@@ -191,6 +191,32 @@ def test_longest_kernels_of_a_profile_by_total_time_with_full_names(script):
     assert script.longest_kernels(events)[-1] == "kernel 0.1 ms in 1 calls: triton_red_fused"
 
 
+def cpu_op(name, parent=None, kernels=()):
+    """A CPU op of a profile's events: its caller, and the kernels the profiler linked to it (name, duration in us)."""
+    return SimpleNamespace(name=name, cpu_parent=parent, device_type=torch.autograd.DeviceType.CPU,
+                           is_user_annotation=False, time_range=SimpleNamespace(start=0, end=1),
+                           kernels=[SimpleNamespace(name=kernel, duration=us) for kernel, us in kernels])
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_longest_kernels_name_the_ops_that_launched_most_of_their_time(script):
+    """A copy launched from two places is named after the one with the most time, its callers innermost first; a
+    kernel launched under its own name (as inductor's are) names only its callers; no link, no suffix."""
+    region = cpu_op("Torch-Compiled Region")
+    custom = cpu_op("nanogpt::mlp_grad_h", cpu_op("CompiledFunctionBackward", region))
+    clone = cpu_op("aten::clone", cpu_op("aten::contiguous", custom))
+    events = [kernel_event("Memcpy DtoD", 0, 300), kernel_event("triton_poi_fused_0", 300, 400),
+              kernel_event("nvjet_gemm", 400, 450),
+              cpu_op("aten::copy_", clone, [("Memcpy DtoD", 200)]),
+              cpu_op("aten::copy_", cpu_op("Optimizer.step#Muon.step"), [("Memcpy DtoD", 100)]),
+              cpu_op("triton_poi_fused_0", region, [("triton_poi_fused_0", 100)])]
+    assert script.longest_kernels(events) == [
+        "kernel 0.3 ms in 1 calls: Memcpy DtoD "
+        "[from aten::copy_ < aten::clone < aten::contiguous < nanogpt::mlp_grad_h]",
+        "kernel 0.1 ms in 1 calls: triton_poi_fused_0 [from Torch-Compiled Region]",
+        "kernel 0.1 ms in 1 calls: nvjet_gemm"]
+
+
 @pytest.fixture
 def ptxas_unset(monkeypatch):
     """TRITON_PTXAS_PATH unset for the test, and restored afterwards even where the test's code sets it."""
