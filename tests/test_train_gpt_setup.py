@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.autograd.profiler_util import FunctionEvent
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -192,10 +193,14 @@ def test_longest_kernels_of_a_profile_by_total_time_with_full_names(script):
 
 
 def cpu_op(name, parent=None, kernels=()):
-    """A CPU op of a profile's events: its caller, and the kernels the profiler linked to it (name, duration in us)."""
-    return SimpleNamespace(name=name, cpu_parent=parent, device_type=torch.autograd.DeviceType.CPU,
-                           is_user_annotation=False, time_range=SimpleNamespace(start=0, end=1),
-                           kernels=[SimpleNamespace(name=kernel, duration=us) for kernel, us in kernels])
+    """A CPU op of a profile's events, as torch's profiler makes them: its caller, and the kernels the profiler linked
+    to it (name, duration in us)."""
+    op = FunctionEvent(id=0, name=name, thread=0, start_us=0, end_us=1)
+    if parent is not None:
+        op.set_cpu_parent(parent)
+    for kernel, us in kernels:
+        op.append_kernel(kernel, 0, us)
+    return op
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
