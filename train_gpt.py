@@ -987,9 +987,10 @@ class Muon(torch.optim.Optimizer):
             wait_all([handle])
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
+            own_rows = self.comm.own(stack)  # this rank's rows of the stack, padding included
             if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
-                self._update(group, owned, self.comm.own(stack)[:len(owned)], grad_shard[:len(owned)])
-            gathers.append(self.comm.all_gather(stack, self.comm.own(stack)))  # in place: the parameters' rows
+                self._update(group, owned, own_rows[:len(owned)], grad_shard[:len(owned)])
+            gathers.append(self.comm.all_gather(stack, own_rows))  # in place: the parameters' rows
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:

@@ -850,18 +850,19 @@ class Muon(torch.optim.Optimizer):
             wait_all([handle])
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
+            own_rows = self.comm.own(stack)  # this rank's rows of the stack, padding included
             rows, cols = params[0].shape[-2:]
             lr = group["lr"] * max(1.0, rows / cols) ** 0.5
             # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
             scalars = [torch.tensor(value, dtype=torch.float32)
                        for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
             if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
-                high = self.comm.own(stack)[:len(owned)].view(torch.uint16)
+                high = own_rows[:len(owned)].view(torch.uint16)
                 low_bits = self._stacked_state(owned, "low_bits", lambda: torch.zeros_like(high))  # fresh: zero
                 momentum_buffer = self._stacked_state(owned, "momentum_buffer",
                                                       lambda: torch.zeros_like(high, dtype=torch.float32))
                 self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
-            gathers.append(self.comm.all_gather(stack, self.comm.own(stack)))  # in place: the parameters' rows
+            gathers.append(self.comm.all_gather(stack, own_rows))  # in place: the parameters' rows
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
