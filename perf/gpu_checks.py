@@ -55,6 +55,7 @@ def main() -> int:
     results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
+    results += float8_both_ways_checks()
     results += fp8_mlp_checks()
     results += attention_inputs_checks(tg, "track 1", 49152, 6)
     results += attention_inputs_checks(tm, "track 2", 65536, 8)
@@ -154,6 +155,26 @@ def fused_head_ce_checks() -> list[bool]:
         print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
               f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
     return results + [same > 0.98, transposed, saturates]
+
+
+def float8_both_ways_checks() -> list[bool]:
+    """The FP8 head's one-pass casts of x (bf16) and w (fp32) at the proxy's sizes, byte for byte against to_float8
+    (torch's casts) and its transpose, saturated and NaN kept; then their time against the eager casts plus the
+    Triton transpose (the CPU tests run the kernel under the interpreter, whose casts misround)."""
+    results = []
+    for name, t, scale in [("x", torch.randn(49152, 768, device="cuda").mul_(3).bfloat16(), 768 ** 0.5 / 448),
+                           ("w", torch.randn(50304, 768, device="cuda").mul_(0.3), 2 ** -9)]:
+        t.view(-1)[:3] = torch.tensor([1e4, -1e4, float("nan")])
+        out, out_t = tg.float8_both_ways(t, scale)
+        expected = tg.to_float8(t, scale, torch.float8_e4m3fn)
+        for layout, ours, theirs in [("row-major", out, expected), ("transposed", out_t, expected.T)]:
+            differs = (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean().item()
+            results.append(check(f"float8_both_ways {name} {layout} bytes unequal to torch's cast", differs, 1e-9))
+        one_pass = do_bench(lambda: tg.float8_both_ways(t, scale))
+        eager = do_bench(lambda: tg.transposed(tg.to_float8(t, scale, torch.float8_e4m3fn)))
+        print(f"time float8 casts of {name} {tuple(t.shape)} {t.dtype}: one pass {one_pass * 1000:.1f} us, "
+              f"eager cast and transpose kernel {eager * 1000:.1f} us")
+    return results
 
 
 def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_dim: int = 128) -> list[bool]:

@@ -412,7 +412,15 @@ def test_cross_entropy_kernel_clamps_the_gradient_to_the_e5m2_range(interpreted_
     assert grad[0, 3] == -57344 and grad[1, 5] == -57344 and grad[0, 0] == 57344
 
 
-def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce):
+def float8_both_ways_by_torch(t, scale):
+    """float8_both_ways as torch's casts make it: the interpreter's own float8 cast halves entries that round up to a
+    power of two (test_float8_both_ways_is_the_eager_cast_and_its_transpose), too coarse for a loss compared to 1e-5."""
+    out = train_gpt.to_float8(t, scale, torch.float8_e4m3fn)
+    return out, out.T.contiguous()
+
+
+def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce, monkeypatch):
+    monkeypatch.setattr(train_gpt, "float8_both_ways", float8_both_ways_by_torch)
     x, w, targets = head_case(12)
     xs = [x.clone().requires_grad_(True) for _ in range(2)]
     ws = [w.clone().requires_grad_(True) for _ in range(2)]
@@ -429,16 +437,37 @@ def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce):
         assert (ours.float() - theirs.float()).norm() / theirs.float().norm() < 0.02
 
 
-def test_fused_head_ce_transposes_the_gradient_and_both_operands_by_the_triton_kernel(interpreted_ce, monkeypatch):
-    """The FP8 gradient GEMMs take K-major operands: the float8 gradient, x and w each go through transpose_kernel
-    once (torch's own transposed float8 copy of x or w took ~250 us a call in session 25's profile)."""
-    transposes, transposed = [], train_gpt.transposed
+def test_fused_head_ce_makes_each_float8_layout_in_one_kernel(interpreted_ce, monkeypatch):
+    """The FP8 gradient GEMMs take K-major operands: x and w go to float8 in both layouts from one pass each
+    (float8_both_ways), the float8 gradient through transpose_kernel; no torch transposed float8 copy (~250 us a
+    call in session 25's profile) and no eager cast passes."""
+    calls, both_ways, transposed = [], train_gpt.float8_both_ways, train_gpt.transposed
+    monkeypatch.setattr(train_gpt, "float8_both_ways",
+                        lambda t, scale: calls.append(("both ways", tuple(t.shape))) or both_ways(t, scale))
     monkeypatch.setattr(train_gpt, "transposed",
-                        lambda t: transposes.append((tuple(t.shape), t.dtype)) or transposed(t))
+                        lambda t: calls.append(("transposed", tuple(t.shape))) or transposed(t))
+    monkeypatch.setattr(train_gpt, "to_float8", None)  # any eager cast would fail
     x, w, targets = head_case(12)
     train_gpt.fp8_head_ce(x, w, targets, *SCALES)
-    assert transposes == [((len(targets), w.size(0)), torch.float8_e5m2), (tuple(x.shape), torch.float8_e4m3fn),
-                          (tuple(w.shape), torch.float8_e4m3fn)]
+    assert calls == [("both ways", tuple(x.shape)), ("both ways", tuple(w.shape)),
+                     ("transposed", (len(targets), w.size(0)))]
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.bfloat16, SCALES[0]), (torch.float32, SCALES[1])], ids=["x", "w"])
+def test_float8_both_ways_is_the_eager_cast_and_its_transpose(interpreted_kernel, dtype, scale):
+    """Both layouts hold the same bytes, saturated past the format's range. Against to_float8 a few entries differ,
+    as Triton's interpreter casts: its bf16 rounding truncates (one float8 step lower) and its float8 cast halves a
+    value that rounds up to a power of two (and casts NaN to 384). perf/gpu_checks.py compares the bytes exactly."""
+    t = (torch.randn(70, 130, generator=torch.Generator().manual_seed(8)) * 300 * scale).to(dtype)
+    t[0, :2] = torch.tensor([1e4 * scale, -1e4 * scale]).to(dtype)
+    out, out_t = train_gpt.float8_both_ways(t, scale)
+    assert (out.dtype, out_t.shape) == (torch.float8_e4m3fn, (130, 70))
+    assert torch.equal(out_t.view(torch.uint8), out.view(torch.uint8).T)
+    assert out[0, 0].item() == 448 and out[0, 1].item() == -448
+    expected = train_gpt.to_float8(t, scale, torch.float8_e4m3fn)[1:]
+    step = out.view(torch.uint8)[1:].int() - expected.view(torch.uint8).int()
+    halved = (out[1:].float() * 2 == expected.float()) & (expected.view(torch.uint8) & 7 == 0)  # a power of two
+    assert (step != 0).float().mean() < 0.1 and ((step.abs() <= 1) | halved).all()
 
 
 @pytest.mark.parametrize("script, fused_op", [(train_gpt, "fp8_head_ce"), (train_gpt_medium, "head_ce")],
