@@ -226,6 +226,24 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
     assert medium.window_blocks(0, args) == 1 and medium.window_blocks(6450, args) == 14
 
 
+def test_sharded_adam_hands_a_bf16_gradient_to_the_update_uncast():
+    """The gradient is widened to fp32 inside adam_update (the one compiled kernel on the GPU), not by a cast pass
+    over it before; the moments are fp32 from the first step."""
+    seen = []
+
+    def recording_update(shard, grad, *rest):
+        seen.append(grad.dtype)
+        medium.adam_update(shard, grad, *rest)
+
+    weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
+    opt = medium.ShardedAdam([dict(params=[weight], lr=0.01)], (0.8, 0.95), 1e-10, medium.Comm(0, 1),
+                             recording_update)
+    weight.grad = torch.randn(16, 8).bfloat16()
+    opt.step()
+    assert seen == [torch.bfloat16]
+    assert {opt.state[weight][key].dtype for key in ("exp_avg", "exp_avg_sq")} == {torch.float32}
+
+
 def test_compiled_adam_update_matches_eager_for_bf16_weights_without_recompiles(counted_compile):
     compile_fn, compilations = counted_compile
     compiled_update = compile_fn(medium.adam_update)
