@@ -1,0 +1,63 @@
+"""The heads' large GEMMs whole against in row chunks (run on a GPU). Track 2's profile (session 27) shows its forward
+and grad_x GEMMs, whose logits have more than 2^31 entries, run as 16 cuBLAS launches a step at ~760 TFLOP/s, where
+the grad_w GEMM runs as one at ~810: do row chunks below 2^31 entries, written into one buffer, run faster?
+
+python perf/head_gemm_bench.py  ->  one line per (GEMM, chunks): microseconds, TFLOP/s, kernel launches a call.
+"""
+import torch
+from triton.testing import do_bench
+
+
+def launches(run) -> int:
+    """CUDA kernels one call of run() launches."""
+    run()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
+        run()
+        torch.cuda.synchronize()
+    return sum(1 for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def chunked_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, chunks: int):
+    """out = a @ b, computed chunks rows of a at a time into out's rows."""
+    return lambda: [torch.mm(a_rows, b, out=out_rows) for a_rows, out_rows in zip(a.chunk(chunks), out.chunk(chunks))]
+
+
+def chunked_scaled_mm(a: torch.Tensor, b: torch.Tensor, chunks: int):
+    """Track 1's FP8 logits (as its scaled_mm), chunks rows at a time, each chunk its own output: a bound, without
+    the concatenation."""
+    one = torch.ones((), device="cuda")
+    return lambda: [torch._scaled_mm(a_rows, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+                    for a_rows in a.chunk(chunks)]
+
+
+def report(name: str, run, flops: float) -> None:
+    us = do_bench(run, warmup=10, rep=100) * 1000
+    print(f"{name}: {us:9.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  {launches(run)} launches")
+
+
+def main() -> None:
+    gen = torch.Generator("cuda").manual_seed(0)
+    tokens, dim, vocab = 65536, 1024, 50304  # track 2's step
+    x = torch.randn(tokens, dim, device="cuda", generator=gen).bfloat16()
+    w = torch.randn(vocab, dim, device="cuda", generator=gen).mul_(0.02).bfloat16()
+    logits = torch.empty(tokens, vocab, device="cuda", dtype=torch.bfloat16)
+    grad_x = torch.empty_like(x)
+    flops = 2 * tokens * dim * vocab
+    for chunks in (1, 2, 4):
+        report(f"track 2 logits = x @ w.T, {chunks} chunks", chunked_mm(x, w.T, logits, chunks), flops)
+    logits.normal_(generator=gen).mul_(1e-3)
+    for chunks in (1, 2, 4):
+        report(f"track 2 grad_x = grad_logits @ w, {chunks} chunks", chunked_mm(logits, w, grad_x, chunks), flops)
+    report("track 2 grad_w = grad_logits.T @ x, whole", lambda: logits.T @ x, flops)
+    del logits, grad_x
+    tokens, dim = 49152, 768  # track 1's step, FP8
+    x_f8 = torch.randn(tokens, dim, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    w_f8 = torch.randn(vocab, dim, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    for chunks in (1, 2, 4):
+        report(f"track 1 FP8 logits, {chunks} chunks", chunked_scaled_mm(x_f8, w_f8.T, chunks),
+               2 * tokens * dim * vocab)
+
+
+if __name__ == "__main__":
+    main()
