@@ -186,16 +186,12 @@ def to_float8(t: Tensor, scale: float | Tensor, dtype: torch.dtype) -> Tensor:
     return t.div(scale).clamp_(-limit, limit).to(dtype)
 
 
-def fp8_forward(x: Tensor, w: Tensor, x_s: float, w_s: float) -> tuple[Tensor, Tensor, Tensor]:
-    """x @ w.T in bf16 from float8 x and w, which are returned for the backward."""
+@torch.library.custom_op("nanogpt::fp8_mm", mutates_args=())
+def fp8_mm(x: Tensor, w: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
+    """x @ w.T in bf16 from float8 x and w, which are returned for the backward (the FP8 head off the GPU)."""
     x_f8 = to_float8(x, x_s, torch.float8_e4m3fn)
     w_f8 = to_float8(w, w_s, torch.float8_e4m3fn)
     return scaled_mm(x_f8, w_f8.T, x_s, w_s, torch.bfloat16, fast_accum=True), x_f8, w_f8
-
-
-@torch.library.custom_op("nanogpt::fp8_mm", mutates_args=())
-def fp8_mm(x: Tensor, w: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
-    return fp8_forward(x, w, x_s, w_s)
 
 
 @fp8_mm.register_fake
@@ -208,7 +204,8 @@ def _(x, w, x_s, w_s, grad_s):
 def fp8_mm_backward(grad_f8: Tensor, grad_f8_t: Tensor, x_f8_t: Tensor, w_f8_t: Tensor, x_s: float, w_s: float,
                     grad_s: float) -> tuple[Tensor, Tensor]:
     """grad_x and grad_w from the float8 gradient and operands, given in the layouts the FP8 tensor cores need: the
-    gradient both ways, x and w transposed (torch's own transposed float8 copy: ~250 us a call, ~0.3 TB/s)."""
+    gradient both ways, x and w transposed. The caller makes those copies: on the GPU with Triton kernels, as torch's
+    own transposed float8 copy took ~250 us a call (~0.3 TB/s)."""
     # Precise accumulation: grad_x sums over the whole vocabulary, where fast accumulation loses bits.
     grad_x = scaled_mm(grad_f8, w_f8_t.T, grad_s, w_s, torch.bfloat16, fast_accum=False)
     grad_w = scaled_mm(grad_f8_t, x_f8_t.T, grad_s, x_s, torch.float32, fast_accum=False)
