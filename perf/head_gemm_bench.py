@@ -1,20 +1,22 @@
-"""The heads' large GEMMs whole against in row chunks (run on a GPU). Track 2's profile (session 27) shows its forward
-and grad_x GEMMs, whose logits have more than 2^31 entries, run as 16 cuBLAS launches a step at ~760 TFLOP/s, where
-the grad_w GEMM runs as one at ~810: do row chunks below 2^31 entries, written into one buffer, run faster?
+"""The heads' large GEMMs whole against in row chunks below 2^31 logits, written into one buffer (run on a GPU). Asked
+when track 2's profile (session 27) listed the head's cuBLAS kernel 16 times a step; other GEMMs shared that kernel,
+and session 27 measured the chunks no faster (perf/NOTES.md).
 
 python perf/head_gemm_bench.py [--tiny]  ->  one line per (GEMM, chunks): microseconds, TFLOP/s, kernel launches a
 call. --tiny: small shapes on the CPU, timed by the clock, without track 1's FP8 GEMM (the test runs this).
 """
 import sys
-import time
+from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mlp_bench import timed_us  # noqa: E402
 
 
-def launches(run) -> int | str:
-    """CUDA kernels one call of run() launches ("-" on the CPU)."""
-    if not torch.cuda.is_available():
+def launches(run, tiny: bool) -> int | str:
+    """CUDA kernels one call of run() launches ("-" for the tiny run on the CPU)."""
+    if tiny:
         return "-"
     run()
     torch.cuda.synchronize()
@@ -37,18 +39,9 @@ def chunked_scaled_mm(a: torch.Tensor, b: torch.Tensor, chunks: int):
                     for a_rows in a.chunk(chunks)]
 
 
-def microseconds(run) -> float:
-    if torch.cuda.is_available():
-        return do_bench(run, warmup=10, rep=100) * 1000
-    run()
-    start = time.perf_counter()
-    run()
-    return (time.perf_counter() - start) * 1e6
-
-
-def report(name: str, run, flops: float) -> None:
-    us = microseconds(run)
-    print(f"{name}: {us:9.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  {launches(run)} launches")
+def report(name: str, run, flops: float, tiny: bool) -> None:
+    us = timed_us(run, tiny)
+    print(f"{name}: {us:9.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  {launches(run, tiny)} launches")
 
 
 def main(argv: list[str]) -> int:
@@ -62,11 +55,11 @@ def main(argv: list[str]) -> int:
     grad_x = torch.empty_like(x)
     flops = 2 * tokens * dim * vocab
     for chunks in (1, 2, 4):
-        report(f"track 2 logits = x @ w.T, {chunks} chunks", chunked_mm(x, w.T, logits, chunks), flops)
+        report(f"track 2 logits = x @ w.T, {chunks} chunks", chunked_mm(x, w.T, logits, chunks), flops, tiny)
     logits.normal_(generator=gen).mul_(1e-3)
     for chunks in (1, 2, 4):
-        report(f"track 2 grad_x = grad_logits @ w, {chunks} chunks", chunked_mm(logits, w, grad_x, chunks), flops)
-    report("track 2 grad_w = grad_logits.T @ x, whole", lambda: logits.T @ x, flops)
+        report(f"track 2 grad_x = grad_logits @ w, {chunks} chunks", chunked_mm(logits, w, grad_x, chunks), flops, tiny)
+    report("track 2 grad_w = grad_logits.T @ x, whole", lambda: logits.T @ x, flops, tiny)
     if tiny:
         return 0
     del logits, grad_x
@@ -75,7 +68,7 @@ def main(argv: list[str]) -> int:
     w_f8 = torch.randn(vocab, dim, device="cuda", generator=gen).to(torch.float8_e4m3fn)
     for chunks in (1, 2, 4):
         report(f"track 1 FP8 logits, {chunks} chunks", chunked_scaled_mm(x_f8, w_f8.T, chunks),
-               2 * tokens * dim * vocab)
+               2 * tokens * dim * vocab, tiny)
     return 0
 
 
