@@ -9,7 +9,6 @@ script (tests/test_perf_sym_bench.py).
 import functools
 import itertools
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -18,6 +17,9 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mlp_bench import timed_us  # noqa: E402
 
 SCRIPT_CONFIG = (128, 64, 8, 3)  # BLOCK_M, BLOCK_K, num_warps, num_stages in sym_matmul_triton
 CONFIGS = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (3, 4)))
@@ -56,13 +58,7 @@ def launch(x: torch.Tensor, c: torch.Tensor | None, config, alpha=1.0, beta=0.0)
 
 
 def timed_ms(run, tiny: bool) -> float:
-    if not tiny:
-        from triton.testing import do_bench
-        return do_bench(run)
-    run()
-    start = time.perf_counter()
-    run()
-    return (time.perf_counter() - start) * 1000
+    return timed_us(run, tiny) / 1000
 
 
 def bench_product(name: str, x: torch.Tensor, c: torch.Tensor | None, reference, configs, tiny: bool) -> str:
