@@ -3,6 +3,8 @@ of track 2's MLP, the torch path and three launches of the epilogue GEMM (its ep
 programs a "SM"), whose outputs must match the torch path's; the GPU numbers come from the device. Run in this
 process, so that the interpreter fixture's patch applies."""
 
+import ast
+import functools
 import re
 import sys
 
@@ -10,7 +12,7 @@ import sys
 def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, require_interpreted, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import medium_mlp_bench
-    require_interpreted(medium_mlp_bench.medium.relu_square_gemm_kernel)
+    require_interpreted(medium_mlp_bench.load_script(medium_mlp_bench.SCRIPT).relu_square_gemm_kernel)
     assert medium_mlp_bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 10, lines
@@ -21,7 +23,44 @@ def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, requir
                                  r"difference ([\d.e+-]+) of the largest output", launch)
             assert match, launch
             assert float(match[1]) < 1e-5  # float32 under the interpreter: only the order of the sums differs
-        script = re.escape(str(medium_mlp_bench.medium.MLP_LAUNCH[name]))
+        script = re.escape(str(medium_mlp_bench.load_script(medium_mlp_bench.SCRIPT).MLP_LAUNCH[name]))
         assert re.fullmatch(rf"== {name}: before [\d.]+ us, script {script} nan us, best "
                             r"\(32, 64, 32, 2, 4, 1, (False|True), [12]\) [\d.]+ us \(3 configurations ran\)",
                             best), best
+
+
+def test_best_script_is_the_script_with_each_pass_fastest_launch(repo_root, require_interpreted, capsys, tmp_path):
+    """--best_script: a copy of train_gpt_medium.py that differs only in MLP_LAUNCH, which holds the launch the bench
+    reported best for each pass (perf/ab.sh runs the copy against the script)."""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    require_interpreted(medium_mlp_bench.load_script(medium_mlp_bench.SCRIPT).relu_square_gemm_kernel)
+    target = tmp_path / "best_train_gpt_medium.py"
+    assert medium_mlp_bench.main(["--tiny", f"--best_script={target}"]) == 0
+    out = capsys.readouterr().out
+    best = {name: ast.literal_eval(re.search(rf"== {name}: .* best (\(.*?\)) ", out)[1])
+            for name in ("forward", "backward")}
+    namespace = {}
+    copy, script = target.read_text(), (repo_root / "train_gpt_medium.py").read_text()
+    exec(re.search(r"^MLP_LAUNCH = \{.*?\}\n", copy, flags=re.M | re.S)[0], namespace)
+    assert namespace["MLP_LAUNCH"] == best
+    strip = functools.partial(re.sub, r"^MLP_LAUNCH = \{.*?\}\n", "", flags=re.M | re.S)
+    assert strip(copy) == strip(script) and copy != script
+
+
+def test_script_option_benches_another_copy_of_the_kernel(repo_root, require_interpreted, capsys, tmp_path):
+    """--script=PATH: the bench loads that copy (here one whose MLP_LAUNCH is a tiny launch, written by
+    write_script_with_launches) and times its launch as the script's, where the repository's script launch is not
+    among the tiny ones (nan)."""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    require_interpreted(medium_mlp_bench.load_script(medium_mlp_bench.SCRIPT).relu_square_gemm_kernel)
+    launch = medium_mlp_bench.TINY_CONFIGS[1]
+    copy = tmp_path / "copy_train_gpt_medium.py"
+    medium_mlp_bench.write_script_with_launches(medium_mlp_bench.SCRIPT, str(copy),
+                                                {"forward": launch, "backward": launch})
+    assert medium_mlp_bench.main(["--tiny", f"--script={copy}"]) == 0
+    summaries = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
+    assert len(summaries) == 2
+    for line in summaries:
+        assert re.search(rf"script {re.escape(str(launch))} [\d.]+ us", line), line
