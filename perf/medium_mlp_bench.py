@@ -15,14 +15,15 @@ read), and backward, grad_a's write and read (1.07 GB); that pays only if the Tr
 at K = 1,024.
 
 python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
-warps, stages, whether the epilogue stores each tile in two halves, programs an SM) with its TFLOP/s and its largest difference from the torch path's output,
-then the script's (MLP_LAUNCH of the pass) and the best. Two programs an SM are tried with 128 x 128 tiles, whose
-two, at 2 or 3 stages, fit in an SM's shared memory (perf/kernel_report.py).
+warps, stages, whether the epilogue stores each tile in two halves, programs an SM) with its TFLOP/s and its largest
+difference from the torch path's output, then the script's (MLP_LAUNCH of the pass) and the best. Two programs an SM
+are tried with 128 x 128 tiles, whose two, at 2 or 3 stages, fit in an SM's shared memory (perf/kernel_report.py).
 --tiny runs a small shape and three configurations (one tile shape, the epilogue whole and split, split with two
 programs a "SM") on the CPU in float32, the kernel under Triton's interpreter
 (tests/test_perf_medium_mlp_bench.py). --best_script=PATH also writes a copy of train_gpt_medium.py whose
 MLP_LAUNCH holds each pass's fastest launch (perf/ab.sh runs it next to the script). --script=PATH benches the
-kernel of another copy of the script (e.g. a branch's, in perf/base/) instead of the repository's.
+kernel of another copy of the script (e.g. a branch's, in perf/base/) instead of the repository's. --warps=8,16
+keeps the configurations with those warp counts (the script's launch always runs on the GPU).
 """
 import importlib.util
 import itertools
@@ -40,7 +41,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue (only where a tile's epilogue is large),
 # programs an SM
 CONFIGS = [(m, n, k, 8, w, s, split, 1) for (m, n, k), w, s, split in itertools.product(
-    ((128, 128, 64), (128, 256, 64), (128, 128, 128), (256, 128, 64)), (4, 8), (3, 4), (False, True))
+    ((128, 128, 64), (128, 256, 64), (128, 128, 128), (256, 128, 64)), (4, 8, 16), (3, 4), (False, True))
     if not split or m * n > 128 * 128 or k > 64]
 CONFIGS += [(128, 128, 64, 8, w, s, True, 2) for w, s in itertools.product((4, 8), (2, 3))]
 TINY_CONFIGS = [(32, 64, 32, 2, 4, 1, False, 1), (32, 64, 32, 2, 4, 1, True, 1), (32, 64, 32, 2, 4, 1, True, 2)]
@@ -68,7 +69,8 @@ def load_script(path: Path):
     return module
 
 
-def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool, script_launch: tuple) -> tuple:
+def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool, launches: list,
+               script_launch: tuple) -> tuple:
     """The torch path (compiled on the GPU) and each launch of ours: time, TFLOP/s, largest difference. Returns the
     fastest launch among those whose output matches the torch path's (float32 in the interpreter to 1e-5; bf16 on
     the GPU to 2e-2 of the largest output, where every launch differs by the same rounding, ~8e-3)."""
@@ -78,7 +80,7 @@ def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool, s
     before_us = timed_us(lambda: reference(*args), tiny)
     print(f"{name}: cuBLAS + inductor {before_us:.1f} us, {teraflop / before_us * 1e6:.0f} TFLOP/s")
     times, tolerance = {}, 1e-5 if tiny else 2e-2
-    for launch in (TINY_CONFIGS if tiny else CONFIGS):
+    for launch in launches:
         try:
             result = ours(launch)
         except Exception as error:  # out of shared memory or registers for this tile shape
@@ -119,15 +121,29 @@ def main(argv: list[str]) -> int:
     proj_w = (torch.randn(dim, hidden, device=device, generator=gen) * hidden ** -0.5).to(dtype)
     teraflop = 2 * rows * dim * hidden / 1e12
     row_scale = medium.reciprocal_rms(x)
+    warps = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--warps=")), None)
+    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS)
+               if warps is None or str(launch[4]) in warps.split(",")]
+    if not configs:
+        print(f"--warps={warps}: no configuration has those warp counts (the table's: 4, 8, 16)", file=sys.stderr)
+        return 2
+
+    def launches(name: str) -> tuple[list, tuple]:
+        """The configurations for the pass, with the script's launch first on the GPU whatever --warps keeps (the
+        tiny shapes have their own), and the script's launch."""
+        script_launch = medium.MLP_LAUNCH[name]
+        ours = [launch for launch in configs if tiny or launch != script_launch]
+        return [script_launch] * (not tiny) + ours, script_launch
+
     best = {"forward": bench_pass("forward", forward_torch,
                                   lambda launch: medium.relu_square_gemm(x, fc_w, row_scale, launch=launch),
-                                  (x, fc_w), teraflop, tiny, medium.MLP_LAUNCH["forward"])}
+                                  (x, fc_w), teraflop, tiny, *launches("forward"))}
     h_reference, a_reference = forward_torch(x, fc_w)
     best["backward"] = bench_pass("backward", backward_torch,
                                   lambda launch: medium.relu_square_gemm(grad_y, proj_w, row_scale, a_reference,
                                                                          launch),
                                   (grad_y, proj_w, h_reference, row_scale), teraflop, tiny,
-                                  medium.MLP_LAUNCH["backward"])
+                                  *launches("backward"))
     for arg in argv:
         if arg.startswith("--best_script="):
             write_script_with_launches(script, arg.split("=", 1)[1], best)
