@@ -1,0 +1,35 @@
+"""perf/gluon_mlp_bench.py --compile_only: the ping-pong candidate of track 2's MLP GEMM, built for sm_90 on this
+(GPU-less) machine: both passes at each ring depth fit an SM's shared memory, and the warp groups ask for the registers
+the kernel assigns them (setmaxnreg: 40 for the loading group, 232 for each computing group). Its speed and its
+outputs against the script's kernel come from the device. A subprocess, as perf/kernel_report.py's test: it needs
+Triton's GPU compiler, not the interpreter the other tests import the scripts under."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+SHARED_LIMIT = 232_448  # an sm_90 block's most shared memory
+
+
+def test_both_passes_build_for_sm90_and_fit_in_shared_memory(repo_root):
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "perf/gluon_mlp_bench.py", "--compile_only"], cwd=repo_root, env=env,
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0 and "ptxas" in result.stderr:
+        pytest.skip("no ptxas in this Triton install")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"{name} STAGES={stages}" for name in ("forward", "backward")
+                                                      for stages in (3, 4, 5)]
+    shared = []
+    for line in lines:
+        match = re.fullmatch(r".*: (\d+) B shared, setmaxnreg \[([\d, ]+)\]", line)
+        assert match, line
+        shared.append(int(match[1]))
+        assert {40, 232} <= {int(n) for n in match[2].split(", ")}, line
+    assert all(size <= SHARED_LIMIT for size in shared)
+    for fewer, more in zip(shared[:2], shared[1:3]):  # a ring stage: 128 x 64 of x and of w, bf16, and its barriers
+        assert 32_768 <= more - fewer <= 32_768 + 64
