@@ -35,7 +35,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
-from mlp_bench import timed_us  # noqa: E402
+from mlp_bench import option_values, timed_us  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
 STAGES = (3, 4, 5)  # ring depths: 32 KB a stage, 64 KB of tile buffers; 5 stages take 229,576 of 232,448 B
@@ -280,7 +280,7 @@ def check(name: str, rows: int, cols: int, k: int = 1024) -> None:
 
 
 def main(argv: list[str]) -> int:
-    checks = [arg.split("=", 1)[1].split(",") for arg in argv if arg.startswith("--check=")]
+    checks = [value.split(",") for value in option_values(argv, "check")]
     for name, rows, cols in checks:
         check(name, int(rows), int(cols))
     if checks:
@@ -288,7 +288,7 @@ def main(argv: list[str]) -> int:
     if "--compile_only" in argv:
         print("\n".join(compile_report()))
         return 0
-    stages = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--stages=")), None)
+    stages = ",".join(option_values(argv, "stages"))
     bench([int(n) for n in stages.split(",")] if stages else STAGES)
     return 0
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import timed_us  # noqa: E402
+from mlp_bench import option_values, timed_us  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
 
@@ -109,7 +109,7 @@ def write_script_with_launches(script: Path, path: str, launches: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    script = Path(next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--script=")), SCRIPT))
+    script = Path((option_values(argv, "script") or [SCRIPT])[-1])
     medium = load_script(script)
     medium.use_torch_ptxas()  # as the training run builds the kernel
     tiny = "--tiny" in argv
@@ -122,9 +122,9 @@ def main(argv: list[str]) -> int:
     proj_w = (torch.randn(dim, hidden, device=device, generator=gen) * hidden ** -0.5).to(dtype)
     teraflop = 2 * rows * dim * hidden / 1e12
     row_scale = medium.reciprocal_rms(x)
-    warps = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--warps=")), None)
+    warps = ",".join(option_values(argv, "warps"))
     configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS)
-               if warps is None or str(launch[4]) in warps.split(",")]
+               if not warps or str(launch[4]) in warps.split(",")]
     if not configs:
         print(f"--warps={warps}: no configuration has those warp counts (the table's: 4, 8)", file=sys.stderr)
         return 2
@@ -145,9 +145,8 @@ def main(argv: list[str]) -> int:
                                                                          launch),
                                   (grad_y, proj_w, h_reference, row_scale), teraflop, tiny,
                                   *launches("backward"))
-    for arg in argv:
-        if arg.startswith("--best_script="):
-            write_script_with_launches(script, arg.split("=", 1)[1], best)
+    for path in option_values(argv, "best_script"):
+        write_script_with_launches(script, path, best)
     return 0
 
 

@@ -43,6 +43,12 @@ def timed_us(run, tiny: bool) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
+def option_values(argv: list[str], name: str) -> list[str]:
+    """The value of each --name=VALUE in argv, in order (the perf benches' options)."""
+    prefix = f"--{name}="
+    return [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
+
+
 def kernel_run(args, launch, one_pass: bool):
     """The op's GPU path in one pass or two with the kernel's launch configuration (float32 outputs under the
     interpreter)."""
