@@ -170,11 +170,16 @@ def ping_pong_relu_square_kernel(x_desc, w_desc, a_desc, out_desc, row_scale_ptr
     ], [4, 4], [CONSUMER_REGISTERS, CONSUMER_REGISTERS])
 
 
+def block_shapes(backward: bool) -> dict:
+    """Each descriptor's block: x's rows and K step, w's (K x cols backward, cols x K forward), the output's (and
+    a's) tile."""
+    return {"x": [BLOCK_M, BLOCK_K], "w": [BLOCK_K, BLOCK_N] if backward else [BLOCK_N, BLOCK_K],
+            "out": [BLOCK_M, BLOCK_N]}
+
+
 def descriptor_layouts(backward: bool) -> dict:
-    bf16 = gl.bfloat16
-    return {"x": gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], bf16),
-            "w": gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N] if backward else [BLOCK_N, BLOCK_K], bf16),
-            "out": gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], bf16)}
+    return {name: gl.NVMMASharedLayout.get_default_for(shape, gl.bfloat16)
+            for name, shape in block_shapes(backward).items()}
 
 
 def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4):
@@ -184,13 +189,13 @@ def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4):
     rows, k = x.shape
     cols = w.size(1) if backward else w.size(0)
     out = x.new_empty(rows, cols)
-    layouts = descriptor_layouts(backward)
-    out_desc = TensorDescriptor.from_tensor(out, [BLOCK_M, BLOCK_N], layouts["out"])
-    descriptors = [TensorDescriptor.from_tensor(x, [BLOCK_M, BLOCK_K], layouts["x"]),
-                   TensorDescriptor.from_tensor(w, [BLOCK_K, BLOCK_N] if backward else [BLOCK_N, BLOCK_K],
-                                                layouts["w"]),
-                   TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_N], layouts["out"]) if backward else out_desc,
-                   out_desc]
+    shapes, layouts = block_shapes(backward), descriptor_layouts(backward)
+
+    def descriptor(t, name: str):
+        return TensorDescriptor.from_tensor(t, shapes[name], layouts[name])
+
+    out_desc = descriptor(out, "out")
+    descriptors = [descriptor(x, "x"), descriptor(w, "w"), descriptor(a, "out") if backward else out_desc, out_desc]
     tiles = triton.cdiv(rows, BLOCK_M) * triton.cdiv(cols, BLOCK_N)
     programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count)
     ping_pong_relu_square_kernel[(programs, )](*descriptors, row_scale, rows, cols, K=k, GROUP_M=GROUP_M,
@@ -201,9 +206,7 @@ def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4):
 
 def compile_for_sm90(backward: bool, stages: int, k: int = 1024):
     """The kernel built for sm_90 without a GPU (argument types as the JIT would specialise them)."""
-    layouts = descriptor_layouts(backward)
-    shapes = {"x": [BLOCK_M, BLOCK_K], "w": [BLOCK_K, BLOCK_N] if backward else [BLOCK_N, BLOCK_K],
-              "out": [BLOCK_M, BLOCK_N]}
+    shapes, layouts = block_shapes(backward), descriptor_layouts(backward)
     desc = {name: f"tensordesc<bf16{shapes[name]},{layouts[name]!r}>" for name in shapes}
     signature = {"x_desc": desc["x"], "w_desc": desc["w"], "a_desc": desc["out"], "out_desc": desc["out"],
                  "row_scale_ptr": "*fp32", "rows": "i32", "cols": "i32", "K": "constexpr", "GROUP_M": "constexpr",
