@@ -7,19 +7,23 @@ backward's load of a and store of the gradient) after the tile's MMAs: ~2 and ~5
 (perf/NOTES.md, session 28). Here each program holds three warp groups: one issues the TMA loads of x and w into a
 ring of STAGES shared buffers (and, backward, of a's tile), and two compute 128 x 128 tiles in turn ("ping-pong"):
 while one runs its epilogue, the other's MMAs keep the tensor cores busy. The groups take turns at the ring (a pair of
-barriers), so the second group's MMAs start as the first one's end. Each group's a buffer doubles as its output's
-staging buffer. Status (perf/NOTES.md, session 28): without the turns, launches of one tile a program matched the
-script's kernel exactly and larger ones failed on the GPU; the turns are built for sm_90, not yet run on it.
+barriers), so the second group's MMAs start as the first one's are issued. Each group's a buffer doubles as its
+output's staging buffer. Status (perf/NOTES.md, session 29): equal to the script's kernel bit for bit at every shape
+checked; its main loop alone (--mma_only) runs near cuBLAS's rate, but with the epilogue the forward is no faster than
+the script's kernel and the backward ~10% faster: the epilogue is still not hidden under the other group's MMAs.
 
 python perf/gluon_mlp_bench.py  ->  per pass: cuBLAS's bare GEMM (the bound), the script's kernel, this one at each
 STAGES (--stages=4 for one: a hung barrier then costs one process), with the largest difference of each from the
-script's output. --check=PASS,ROWS,COLS compares one launch at that shape with the script's kernel (run each in its
+script's output; --mma_only adds this kernel without its epilogue (the main loop's own rate, output unwritten).
+--check=PASS,ROWS,COLS compares one launch at that shape with the script's kernel (run each in its
 own process: a fault ends the process's CUDA context). --compile_only builds both passes for sm_90 on any machine (no
-GPU) and prints their shared memory and the registers each warp group asks for (setmaxnreg)
-(tests/test_perf_gluon_mlp_bench.py).
+GPU) and prints their shared memory, the registers each warp group asks for (setmaxnreg), and the machine code's
+MMA instructions with and without the epilogue (tests/test_perf_gluon_mlp_bench.py).
 """
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -55,7 +59,7 @@ def tile_origin(tile, rows, cols, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit
 def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bufs, tile_bufs, ready, empty,
                    a_ready, a_empty, turns, rows, cols, K: gl.constexpr, GROUP_M: gl.constexpr,
-                   BACKWARD: gl.constexpr, CONSUMER: gl.constexpr):
+                   BACKWARD: gl.constexpr, EPILOGUE: gl.constexpr, CONSUMER: gl.constexpr):
     """The loading warps: this program's tiles in order, each one's K steps into the ring (waiting for a stage to be
     freed), and backward first the tile's a into its consumer's buffer (waiting for that buffer's last store)."""
     BLOCK_M: gl.constexpr = x_bufs.shape[1]
@@ -67,11 +71,6 @@ def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bu
     local = 0
     for tile in range(gl.program_id(0), tiles, gl.num_programs(0)):
         row, col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
-        if BACKWARD:
-            consumer = local % 2
-            mbarrier.wait(a_empty.index(consumer), ((local // 2) & 1) ^ 1)
-            mbarrier.expect(a_ready.index(consumer), a_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [row, col], a_ready.index(consumer), tile_bufs.index(consumer))
         for k0 in range(0, K, BLOCK_K):
             stage = step % STAGES
             mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)
@@ -82,13 +81,45 @@ def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bu
             else:
                 tma.async_copy_global_to_shared(w_desc, [col, k0], ready.index(stage), w_bufs.index(stage))
             step += 1
+            if BACKWARD and EPILOGUE and k0 == K // 2:  # late enough that the buffer's last tile has been stored
+                consumer = local % 2
+                mbarrier.wait(a_empty.index(consumer), ((local // 2) & 1) ^ 1)
+                mbarrier.expect(a_ready.index(consumer), a_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(a_desc, [row, col], a_ready.index(consumer),
+                                                tile_bufs.index(consumer))
         local += 1
+
+
+@gluon.jit
+def relu_square_epilogue_stored(acc, out_desc, row_scale_ptr, tile_buf, a_ready, a_empty, rows, row, col, local,
+                                BACKWARD: gl.constexpr, CONSUMER: gl.constexpr):
+    """A computing group's epilogue: the script's relu_square_epilogue of the tile's product, stored by TMA from
+    the group's tile buffer (backward: which first holds the tile's a)."""
+    layout: gl.constexpr = acc.type.layout
+    BLOCK_M: gl.constexpr = acc.type.shape[0]
+    tile_rows = row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    row_scale = gl.expand_dims(gl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0), 1)
+    if BACKWARD:
+        mbarrier.wait(a_ready.index(CONSUMER), (local // 2) & 1)
+        relu = gl.sqrt(tile_buf.load(layout).to(gl.float32))
+        out = 2.0 * relu * acc.to(out_desc.dtype).to(gl.float32) * row_scale
+    else:
+        relu = gl.maximum(acc * row_scale, 0.0)
+        out = relu * relu
+    if not BACKWARD:
+        tma.store_wait(pendings=0)  # the previous tile's store has read the buffer
+    tile_buf.store(out.to(out_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(out_desc, [row, col], tile_buf)
+    if BACKWARD:
+        tma.store_wait(pendings=0)
+        mbarrier.arrive(a_empty.index(CONSUMER), count=1)
 
 
 @gluon.jit
 def mma_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bufs, tile_bufs, ready, empty,
                   a_ready, a_empty, turns, rows, cols, K: gl.constexpr, GROUP_M: gl.constexpr,
-                  BACKWARD: gl.constexpr, CONSUMER: gl.constexpr):
+                  BACKWARD: gl.constexpr, EPILOGUE: gl.constexpr, CONSUMER: gl.constexpr):
     """One computing warp group: every other tile of the program (CONSUMER 0 or 1), its MMAs from the ring (each
     stage freed once the MMA after it is issued and it is done), then its epilogue as the script's
     relu_square_epilogue, stored by TMA from the group's tile buffer. The groups take turns at the ring (turns: each
@@ -119,30 +150,20 @@ def mma_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_buf
             acc = warpgroup_mma(x_bufs.index(stage), w, acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, ))
             mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), count=1, pred=k > 0)
+        mbarrier.arrive(turns.index(1 - CONSUMER), count=1)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         mbarrier.arrive(empty.index((first_step + K_STEPS - 1) % STAGES), count=1)
-        mbarrier.arrive(turns.index(1 - CONSUMER), count=1)
-        tile_rows = row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-        row_scale = gl.expand_dims(gl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0), 1)
-        if BACKWARD:
-            mbarrier.wait(a_ready.index(CONSUMER), (local // 2) & 1)
-            relu = gl.sqrt(tile_buf.load(layout).to(gl.float32))
-            out = 2.0 * relu * acc.to(out_desc.dtype).to(gl.float32) * row_scale
-        else:
-            relu = gl.maximum(acc * row_scale, 0.0)
-            out = relu * relu
-        tile_buf.store(out.to(out_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(out_desc, [row, col], tile_buf)
-        tma.store_wait(pendings=0)
-        if BACKWARD:
-            mbarrier.arrive(a_empty.index(CONSUMER), count=1)
+        if EPILOGUE or rows < 0:  # without the epilogue, a use that never runs: ptxas drops unused MMAs
+            relu_square_epilogue_stored(acc, out_desc, row_scale_ptr, tile_buf, a_ready, a_empty, rows, row, col,
+                                        local, BACKWARD, CONSUMER)
         local += 2
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
 def ping_pong_relu_square_kernel(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, rows, cols, K: gl.constexpr,
-                                 GROUP_M: gl.constexpr, STAGES: gl.constexpr, BACKWARD: gl.constexpr):
+                                 GROUP_M: gl.constexpr, STAGES: gl.constexpr, BACKWARD: gl.constexpr,
+                                 EPILOGUE: gl.constexpr):
     """relu_square_gemm_kernel's products and epilogues (forward: w is cols x K and a_desc is out_desc, unused;
     backward: w is K x cols) with a loading partition and two computing warp groups."""
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
@@ -162,11 +183,11 @@ def ping_pong_relu_square_kernel(x_desc, w_desc, a_desc, out_desc, row_scale_ptr
         mbarrier.init(turns.index(i), count=1)
     gl.warp_specialize([
         (load_partition, (x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bufs, tile_bufs, ready, empty,
-                          a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, 0)),
+                          a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, EPILOGUE, 0)),
         (mma_partition, (x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bufs, tile_bufs, ready, empty,
-                         a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, 0)),
+                         a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, EPILOGUE, 0)),
         (mma_partition, (x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bufs, tile_bufs, ready, empty,
-                         a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, 1)),
+                         a_ready, a_empty, turns, rows, cols, K, GROUP_M, BACKWARD, EPILOGUE, 1)),
     ], [4, 4], [CONSUMER_REGISTERS, CONSUMER_REGISTERS])
 
 
@@ -182,9 +203,10 @@ def descriptor_layouts(backward: bool) -> dict:
             for name, shape in block_shapes(backward).items()}
 
 
-def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4):
+def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4, epilogue: bool = True):
     """As medium.relu_square_gemm: forward (w: cols x K) returns relu(h)^2, backward (w: K x cols, a) the gradient at
-    h times row_scale. bf16 on an sm_90 GPU, rows a multiple of 128, K of 64, cols of 128."""
+    h times row_scale. bf16 on an sm_90 GPU, rows a multiple of 128, K of 64, cols of 128. Without the epilogue only
+    the MMAs run (the output is left unwritten): the main loop's own rate."""
     backward = a is not None
     rows, k = x.shape
     cols = w.size(1) if backward else w.size(0)
@@ -199,38 +221,51 @@ def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4):
     tiles = triton.cdiv(rows, BLOCK_M) * triton.cdiv(cols, BLOCK_N)
     programs = min(tiles, torch.cuda.get_device_properties(x.device).multi_processor_count)
     ping_pong_relu_square_kernel[(programs, )](*descriptors, row_scale, rows, cols, K=k, GROUP_M=GROUP_M,
-                                               STAGES=stages, BACKWARD=backward, num_warps=4,
+                                               STAGES=stages, BACKWARD=backward, EPILOGUE=epilogue, num_warps=4,
                                                maxnreg=KERNEL_MAX_REGISTERS)
     return out
 
 
-def compile_for_sm90(backward: bool, stages: int, k: int = 1024):
+def compile_for_sm90(backward: bool, stages: int, k: int = 1024, epilogue: bool = True):
     """The kernel built for sm_90 without a GPU (argument types as the JIT would specialise them)."""
     shapes, layouts = block_shapes(backward), descriptor_layouts(backward)
     desc = {name: f"tensordesc<bf16{shapes[name]},{layouts[name]!r}>" for name in shapes}
     signature = {"x_desc": desc["x"], "w_desc": desc["w"], "a_desc": desc["out"], "out_desc": desc["out"],
                  "row_scale_ptr": "*fp32", "rows": "i32", "cols": "i32", "K": "constexpr", "GROUP_M": "constexpr",
-                 "STAGES": "constexpr", "BACKWARD": "constexpr"}
-    constexprs = {"K": k, "GROUP_M": GROUP_M, "STAGES": stages, "BACKWARD": backward}
+                 "STAGES": "constexpr", "BACKWARD": "constexpr", "EPILOGUE": "constexpr"}
+    constexprs = {"K": k, "GROUP_M": GROUP_M, "STAGES": stages, "BACKWARD": backward, "EPILOGUE": epilogue}
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in ("rows", "cols")}
     source = GluonASTSource(ping_pong_relu_square_kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=4, maxnreg=KERNEL_MAX_REGISTERS))
 
 
+def mma_instructions(compiled) -> int:
+    """The HGMMA instructions in a build's machine code (ptxas drops MMAs whose results go unused)."""
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(compiled.asm["cubin"])
+        cubin.flush()
+        sass = subprocess.run([str(nvdisasm), "-c", cubin.name], capture_output=True, text=True, check=True).stdout
+    return len(re.findall(r"\bHGMMA\.", sass))
+
+
 def compile_report() -> list[str]:
     lines = []
     for backward in (False, True):
+        name = "backward" if backward else "forward"
         for stages in STAGES:
             compiled = compile_for_sm90(backward, stages)
             registers = sorted(set(int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
                                                              compiled.asm["ptx"])))
-            lines.append(f"{'backward' if backward else 'forward'} STAGES={stages}: {compiled.metadata.shared} B "
-                         f"shared, setmaxnreg {registers}")
+            lines.append(f"{name} STAGES={stages}: {compiled.metadata.shared} B shared, setmaxnreg {registers}")
+        with_epilogue, mma_only = (mma_instructions(compile_for_sm90(backward, 4, epilogue=epilogue))
+                                   for epilogue in (True, False))
+        lines.append(f"{name} MMA instructions: {with_epilogue} with the epilogue, {mma_only} without")
     return lines
 
 
-def bench(stages_list: list[int]) -> None:
+def bench(stages_list: list[int], mma_only: bool) -> None:
     medium.use_torch_ptxas()
     gen = torch.Generator("cuda").manual_seed(0)
     rows, dim, hidden = 65536, 1024, 4096
@@ -255,6 +290,9 @@ def bench(stages_list: list[int]) -> None:
                 continue
             results[f"ping-pong STAGES={stages}"] = (
                 timed_us(lambda: ping_pong_relu_square_gemm(*args, stages=stages), False), out)
+            if mma_only:
+                results[f"ping-pong STAGES={stages}, MMAs only"] = (
+                    timed_us(lambda: ping_pong_relu_square_gemm(*args, stages=stages, epilogue=False), False), None)
         largest = expected.float().abs().max().item()
         for label, (us, out) in results.items():
             difference = "" if out is None else (
@@ -292,7 +330,7 @@ def main(argv: list[str]) -> int:
         print("\n".join(compile_report()))
         return 0
     stages = ",".join(option_values(argv, "stages"))
-    bench([int(n) for n in stages.split(",")] if stages else STAGES)
+    bench([int(n) for n in stages.split(",")] if stages else STAGES, "--mma_only" in argv)
     return 0
 
 

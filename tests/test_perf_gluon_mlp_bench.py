@@ -1,7 +1,8 @@
 """perf/gluon_mlp_bench.py --compile_only: the ping-pong candidate of track 2's MLP GEMM, built for sm_90 on this
 (GPU-less) machine: both passes at each ring depth fit an SM's shared memory, and the warp groups ask for the registers
-the kernel assigns them (setmaxnreg: 40 for the loading group, 232 for each computing group). Its speed and its
-outputs against the script's kernel come from the device. A subprocess, as perf/kernel_report.py's test: it needs
+the kernel assigns them (setmaxnreg: 40 for the loading group, 232 for each computing group), and the build without
+the epilogue (--mma_only) keeps all its MMAs. Its speed and its outputs against the script's kernel come from the
+device. A subprocess, as perf/kernel_report.py's test: it needs
 Triton's GPU compiler, not the interpreter the other tests import the scripts under."""
 
 import os
@@ -22,10 +23,17 @@ def test_both_passes_build_for_sm90_and_fit_in_shared_memory(repo_root):
         pytest.skip("no ptxas in this Triton install")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == [f"{name} STAGES={stages}" for name in ("forward", "backward")
-                                                      for stages in (3, 4, 5)]
+    passes = ("forward", "backward")
+    assert [line.split(":")[0] for line in lines] == [
+        label for name in passes for label in [f"{name} STAGES={stages}" for stages in (3, 4, 5)]
+        + [f"{name} MMA instructions"]]
     shared = []
     for line in lines:
+        if "MMA instructions" in line:
+            # the --mma_only build keeps every MMA: ptxas drops those whose results go unused
+            match = re.fullmatch(r".*: (\d+) with the epilogue, (\d+) without", line)
+            assert match and int(match[1]) > 0 and match[1] == match[2], line
+            continue
         match = re.fullmatch(r".*: (\d+) B shared, setmaxnreg \[([\d, ]+)\]", line)
         assert match, line
         shared.append(int(match[1]))
