@@ -9,16 +9,17 @@ ring of STAGES shared buffers (and, backward, of a's tile), and two compute 128 
 while one runs its epilogue, the other's MMAs keep the tensor cores busy. The groups take turns at the ring (a pair of
 barriers), so the second group's MMAs start as the first one's are issued. Each group's a buffer doubles as its
 output's staging buffer. Status (perf/NOTES.md, session 29): equal to the script's kernel bit for bit at every shape
-checked; its main loop alone (--mma_only) runs near cuBLAS's rate, but with the epilogue the forward is no faster than
-the script's kernel and the backward ~10% faster: the epilogue is still not hidden under the other group's MMAs.
+checked; its main loop alone runs near cuBLAS's rate, but with the epilogue the forward is no faster than the
+script's kernel and the backward ~10% faster: each part of the epilogue slows the other group's MMAs.
 
 python perf/gluon_mlp_bench.py  ->  per pass: cuBLAS's bare GEMM (the bound), the script's kernel, this one at each
 STAGES (--stages=4 for one: a hung barrier then costs one process), with the largest difference of each from the
-script's output; --mma_only adds this kernel without its epilogue (the main loop's own rate, output unwritten).
---check=PASS,ROWS,COLS compares one launch at that shape with the script's kernel (run each in its
-own process: a fault ends the process's CUDA context). --compile_only builds both passes for sm_90 on any machine (no
-GPU) and prints their shared memory, the registers each warp group asks for (setmaxnreg), and the machine code's
-MMA instructions with and without the epilogue (tests/test_perf_gluon_mlp_bench.py).
+script's output; --epilogue_parts adds this kernel without its epilogue (the main loop's own rate), without the
+epilogue's TMA store, and with only that store (EPILOGUE_PARTS; the output then wrong). --check=PASS,ROWS,COLS
+compares one launch at that shape with the script's kernel (run each in its own process: a fault ends the process's
+CUDA context). --compile_only builds both passes for sm_90 on any machine (no GPU) and prints their shared memory, the
+registers each warp group asks for (setmaxnreg), and the machine code's MMA instructions with each part of the
+epilogue (tests/test_perf_gluon_mlp_bench.py).
 """
 import re
 import subprocess
@@ -45,6 +46,11 @@ BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
 STAGES = (3, 4, 5)  # ring depths: 32 KB a stage, 64 KB of tile buffers; 5 stages take 229,576 of 232,448 B
 CONSUMER_REGISTERS = gl.constexpr(232)  # a thread of each computing group: 2 x 128 x 232 + 128 x 40 <= 65,536
 KERNEL_MAX_REGISTERS = 168  # x 12 warps x 32: the loading group gets what the computing groups leave, 40
+# The epilogue's parts (the kernel's EPILOGUE, a sum of them), to time each one's cost: the arithmetic with its store
+# into the tile buffer (backward: with a's load), and the buffer's TMA store to the output
+SHARED_STORE, TMA_STORE = gl.constexpr(1), gl.constexpr(2)
+WHOLE_EPILOGUE = 3
+EPILOGUE_PARTS = {"MMAs only": 0, "without the TMA store": 1, "with only the TMA store": 2}
 
 
 @gluon.jit
@@ -81,7 +87,7 @@ def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bu
             else:
                 tma.async_copy_global_to_shared(w_desc, [col, k0], ready.index(stage), w_bufs.index(stage))
             step += 1
-            if BACKWARD and EPILOGUE and k0 == K // 2:  # late enough that the buffer's last tile has been stored
+            if BACKWARD and EPILOGUE & SHARED_STORE and k0 == K // 2:  # the buffer's last tile is stored by then
                 consumer = local % 2
                 mbarrier.wait(a_empty.index(consumer), ((local // 2) & 1) ^ 1)
                 mbarrier.expect(a_ready.index(consumer), a_desc.block_type.nbytes)
@@ -92,27 +98,31 @@ def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bu
 
 @gluon.jit
 def relu_square_epilogue_stored(acc, out_desc, row_scale_ptr, tile_buf, a_ready, a_empty, rows, row, col, local,
-                                BACKWARD: gl.constexpr, CONSUMER: gl.constexpr):
+                                BACKWARD: gl.constexpr, EPILOGUE: gl.constexpr, CONSUMER: gl.constexpr):
     """A computing group's epilogue: the script's relu_square_epilogue of the tile's product, stored by TMA from
-    the group's tile buffer (backward: which first holds the tile's a)."""
+    the group's tile buffer (backward: which first holds the tile's a), or only the parts in EPILOGUE. Without the
+    arithmetic it is kept behind a condition that never holds: ptxas drops MMAs whose results go unused."""
     layout: gl.constexpr = acc.type.layout
     BLOCK_M: gl.constexpr = acc.type.shape[0]
-    tile_rows = row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-    row_scale = gl.expand_dims(gl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0), 1)
-    if BACKWARD:
-        mbarrier.wait(a_ready.index(CONSUMER), (local // 2) & 1)
-        relu = gl.sqrt(tile_buf.load(layout).to(gl.float32))
-        out = 2.0 * relu * acc.to(out_desc.dtype).to(gl.float32) * row_scale
-    else:
-        relu = gl.maximum(acc * row_scale, 0.0)
-        out = relu * relu
-    if not BACKWARD:
-        tma.store_wait(pendings=0)  # the previous tile's store has read the buffer
-    tile_buf.store(out.to(out_desc.dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(out_desc, [row, col], tile_buf)
-    if BACKWARD:
-        tma.store_wait(pendings=0)
+    if EPILOGUE & SHARED_STORE or rows < 0:
+        tile_rows = row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+        row_scale = gl.expand_dims(gl.load(row_scale_ptr + tile_rows, mask=tile_rows < rows, other=0.0), 1)
+        if BACKWARD:
+            mbarrier.wait(a_ready.index(CONSUMER), (local // 2) & 1)
+            relu = gl.sqrt(tile_buf.load(layout).to(gl.float32))
+            out = 2.0 * relu * acc.to(out_desc.dtype).to(gl.float32) * row_scale
+        else:
+            relu = gl.maximum(acc * row_scale, 0.0)
+            out = relu * relu
+        if not BACKWARD and EPILOGUE & TMA_STORE:
+            tma.store_wait(pendings=0)  # the previous tile's store has read the buffer
+        tile_buf.store(out.to(out_desc.dtype))
+    if EPILOGUE & TMA_STORE:
+        fence_async_shared()
+        tma.async_copy_shared_to_global(out_desc, [row, col], tile_buf)
+        if BACKWARD or not EPILOGUE & SHARED_STORE:
+            tma.store_wait(pendings=0)
+    if BACKWARD and EPILOGUE & SHARED_STORE:
         mbarrier.arrive(a_empty.index(CONSUMER), count=1)
 
 
@@ -153,9 +163,8 @@ def mma_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_buf
         mbarrier.arrive(turns.index(1 - CONSUMER), count=1)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         mbarrier.arrive(empty.index((first_step + K_STEPS - 1) % STAGES), count=1)
-        if EPILOGUE or rows < 0:  # without the epilogue, a use that never runs: ptxas drops unused MMAs
-            relu_square_epilogue_stored(acc, out_desc, row_scale_ptr, tile_buf, a_ready, a_empty, rows, row, col,
-                                        local, BACKWARD, CONSUMER)
+        relu_square_epilogue_stored(acc, out_desc, row_scale_ptr, tile_buf, a_ready, a_empty, rows, row, col, local,
+                                    BACKWARD, EPILOGUE, CONSUMER)
         local += 2
     tma.store_wait(pendings=0)
 
@@ -203,10 +212,10 @@ def descriptor_layouts(backward: bool) -> dict:
             for name, shape in block_shapes(backward).items()}
 
 
-def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4, epilogue: bool = True):
+def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4, epilogue: int = WHOLE_EPILOGUE):
     """As medium.relu_square_gemm: forward (w: cols x K) returns relu(h)^2, backward (w: K x cols, a) the gradient at
-    h times row_scale. bf16 on an sm_90 GPU, rows a multiple of 128, K of 64, cols of 128. Without the epilogue only
-    the MMAs run (the output is left unwritten): the main loop's own rate."""
+    h times row_scale. bf16 on an sm_90 GPU, rows a multiple of 128, K of 64, cols of 128. With only some of the
+    epilogue's parts (EPILOGUE_PARTS) the output is wrong: to time what each part costs."""
     backward = a is not None
     rows, k = x.shape
     cols = w.size(1) if backward else w.size(0)
@@ -226,7 +235,7 @@ def ping_pong_relu_square_gemm(x, w, row_scale, a=None, stages: int = 4, epilogu
     return out
 
 
-def compile_for_sm90(backward: bool, stages: int, k: int = 1024, epilogue: bool = True):
+def compile_for_sm90(backward: bool, stages: int, k: int = 1024, epilogue: int = WHOLE_EPILOGUE):
     """The kernel built for sm_90 without a GPU (argument types as the JIT would specialise them)."""
     shapes, layouts = block_shapes(backward), descriptor_layouts(backward)
     desc = {name: f"tensordesc<bf16{shapes[name]},{layouts[name]!r}>" for name in shapes}
@@ -259,13 +268,14 @@ def compile_report() -> list[str]:
             registers = sorted(set(int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
                                                              compiled.asm["ptx"])))
             lines.append(f"{name} STAGES={stages}: {compiled.metadata.shared} B shared, setmaxnreg {registers}")
-        with_epilogue, mma_only = (mma_instructions(compile_for_sm90(backward, 4, epilogue=epilogue))
-                                   for epilogue in (True, False))
-        lines.append(f"{name} MMA instructions: {with_epilogue} with the epilogue, {mma_only} without")
+        counts = [mma_instructions(compile_for_sm90(backward, 4, epilogue=parts))
+                  for parts in (WHOLE_EPILOGUE, *EPILOGUE_PARTS.values())]
+        lines.append(f"{name} MMA instructions: {counts[0]} with the whole epilogue, "
+                     + ", ".join(f"{n} {label}" for label, n in zip(EPILOGUE_PARTS, counts[1:])))
     return lines
 
 
-def bench(stages_list: list[int], mma_only: bool) -> None:
+def bench(stages_list: list[int], epilogue_parts: bool) -> None:
     medium.use_torch_ptxas()
     gen = torch.Generator("cuda").manual_seed(0)
     rows, dim, hidden = 65536, 1024, 4096
@@ -290,9 +300,9 @@ def bench(stages_list: list[int], mma_only: bool) -> None:
                 continue
             results[f"ping-pong STAGES={stages}"] = (
                 timed_us(lambda: ping_pong_relu_square_gemm(*args, stages=stages), False), out)
-            if mma_only:
-                results[f"ping-pong STAGES={stages}, MMAs only"] = (
-                    timed_us(lambda: ping_pong_relu_square_gemm(*args, stages=stages, epilogue=False), False), None)
+            for label, parts in EPILOGUE_PARTS.items() if epilogue_parts else ():
+                results[f"ping-pong STAGES={stages}, {label}"] = (
+                    timed_us(lambda: ping_pong_relu_square_gemm(*args, stages=stages, epilogue=parts), False), None)
         largest = expected.float().abs().max().item()
         for label, (us, out) in results.items():
             difference = "" if out is None else (
@@ -330,7 +340,7 @@ def main(argv: list[str]) -> int:
         print("\n".join(compile_report()))
         return 0
     stages = ",".join(option_values(argv, "stages"))
-    bench([int(n) for n in stages.split(",")] if stages else STAGES, "--mma_only" in argv)
+    bench([int(n) for n in stages.split(",")] if stages else STAGES, "--epilogue_parts" in argv)
     return 0
 
 
