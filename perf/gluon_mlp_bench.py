@@ -67,7 +67,8 @@ def load_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_bu
                    a_ready, a_empty, turns, rows, cols, K: gl.constexpr, GROUP_M: gl.constexpr,
                    BACKWARD: gl.constexpr, EPILOGUE: gl.constexpr, CONSUMER: gl.constexpr):
     """The loading warps: this program's tiles in order, each one's K steps into the ring (waiting for a stage to be
-    freed), and backward first the tile's a into its consumer's buffer (waiting for that buffer's last store)."""
+    freed), and backward, halfway through them, the tile's a into its consumer's buffer (waiting for that buffer's
+    last store, long done by then: waiting before the tile's first loads held them up)."""
     BLOCK_M: gl.constexpr = x_bufs.shape[1]
     BLOCK_K: gl.constexpr = x_bufs.shape[2]
     BLOCK_N: gl.constexpr = out_desc.block_type.shape[1]
@@ -133,8 +134,8 @@ def mma_partition(x_desc, w_desc, a_desc, out_desc, row_scale_ptr, x_bufs, w_buf
     """One computing warp group: every other tile of the program (CONSUMER 0 or 1), its MMAs from the ring (each
     stage freed once the MMA after it is issued and it is done), then its epilogue as the script's
     relu_square_epilogue, stored by TMA from the group's tile buffer. The groups take turns at the ring (turns: each
-    waits for the other's previous K loop to end), so that neither waits on a stage's barrier more than one phase
-    ahead of its loads: a barrier's wait knows only the parity of the phase."""
+    waits until the other has issued its previous K loop's MMAs), so that neither waits on a stage's barrier more
+    than one phase ahead of its loads: a barrier's wait knows only the parity of the phase."""
     BLOCK_M: gl.constexpr = x_bufs.shape[1]
     BLOCK_K: gl.constexpr = x_bufs.shape[2]
     BLOCK_N: gl.constexpr = out_desc.block_type.shape[1]
