@@ -22,14 +22,11 @@ registers each warp group asks for (setmaxnreg), and the machine code's MMA inst
 epilogue (tests/test_perf_gluon_mlp_bench.py).
 """
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -40,6 +37,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
+import kernel_report  # noqa: E402
 from mlp_bench import option_values, timed_us  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
@@ -246,18 +244,13 @@ def compile_for_sm90(backward: bool, stages: int, k: int = 1024, epilogue: int =
     constexprs = {"K": k, "GROUP_M": GROUP_M, "STAGES": stages, "BACKWARD": backward, "EPILOGUE": epilogue}
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in ("rows", "cols")}
     source = GluonASTSource(ping_pong_relu_square_kernel, signature, constexprs, attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+    return triton.compile(source, target=kernel_report.TARGET,
                           options=dict(num_warps=4, maxnreg=KERNEL_MAX_REGISTERS))
 
 
 def mma_instructions(compiled) -> int:
     """The HGMMA instructions in a build's machine code (ptxas drops MMAs whose results go unused)."""
-    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(compiled.asm["cubin"])
-        cubin.flush()
-        sass = subprocess.run([str(nvdisasm), "-c", cubin.name], capture_output=True, text=True, check=True).stdout
-    return len(re.findall(r"\bHGMMA\.", sass))
+    return len(re.findall(r"\bHGMMA\.", kernel_report.disassemble(compiled.asm["cubin"])))
 
 
 def compile_report() -> list[str]:

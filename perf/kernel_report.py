@@ -102,18 +102,22 @@ def widest(ptx: str, op: str) -> int:
     return max(sizes, default=0)
 
 
-def loop_cycles(cubin: bytes) -> list[tuple[int, int]]:
-    """(issue, MUFU) cycles of one warp's iteration of each loop in the machine code: a loop is the code from a label
-    to a branch back to it."""
+def disassemble(cubin: bytes) -> str:
+    """The machine code (SASS) of a compiled kernel, from nvdisasm."""
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kernel_report_{os.getpid()}.cubin"
     path.write_bytes(cubin)
     try:
-        sass = subprocess.run([str(PTXAS.parent / "nvdisasm"), "-c", str(path)], capture_output=True, text=True,
+        return subprocess.run([str(PTXAS.parent / "nvdisasm"), "-c", str(path)], capture_output=True, text=True,
                               check=True).stdout
     finally:
         path.unlink()
+
+
+def loop_cycles(cubin: bytes) -> list[tuple[int, int]]:
+    """(issue, MUFU) cycles of one warp's iteration of each loop in the machine code: a loop is the code from a label
+    to a branch back to it."""
     loops, starts, body = [], {}, []
-    for line in sass.splitlines():
+    for line in disassemble(cubin).splitlines():
         if label := re.match(r"(\.L_x_\d+):", line):
             starts[label[1]] = len(body)
         elif opcode := re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line):
