@@ -14,16 +14,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mlp_bench import timed_us  # noqa: E402
 
 
-def launches(run, tiny: bool) -> int | str:
-    """CUDA kernels one call of run() launches ("-" for the tiny run on the CPU)."""
-    if tiny:
-        return "-"
+def cuda_kernels(run) -> list:
+    """The profiler's events of the CUDA kernels one call of run() launches (after a first call)."""
     run()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
         run()
         torch.cuda.synchronize()
-    return sum(1 for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA)
+    return [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def launches(run, tiny: bool) -> int | str:
+    """CUDA kernels one call of run() launches ("-" for the tiny run on the CPU)."""
+    return "-" if tiny else len(cuda_kernels(run))
 
 
 def chunked_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, chunks: int):

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from head_gemm_bench import launches  # noqa: E402
+from head_gemm_bench import cuda_kernels  # noqa: E402
 from mlp_bench import timed_us  # noqa: E402
 
 
@@ -35,14 +35,12 @@ def gemms(tokens: int, dim: int, hidden: int, device: str) -> dict:
             "mlp grad_fc_w = grad_h.T @ x": (g_h.T, x), "mlp grad_proj_w = g.T @ a": (g.T, a)}
 
 
-def longest_kernel(run) -> str:
-    run()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
-        run()
-        torch.cuda.synchronize()
-    kernels = [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
-    return max(kernels, key=lambda event: event.device_time_total).name[:90] if kernels else "-"
+def kernels_launched(run, tiny: bool) -> str:
+    """How many kernels one call launches and the longest one's name ("- launches -" on the CPU's tiny run)."""
+    if tiny:
+        return "- launches -"
+    kernels = cuda_kernels(run)
+    return f"{len(kernels)} launches {max(kernels, key=lambda event: event.device_time_total).name[:90]}"
 
 
 def main(argv: list[str]) -> int:
@@ -56,9 +54,7 @@ def main(argv: list[str]) -> int:
             assert torch.equal(orders["as written"](), orders["transposed problem"]()), name
         for order, run in orders.items():
             us = timed_us(run, tiny)
-            kernel = "-" if tiny else longest_kernel(run)
-            print(f"{name}, {order}: {us:8.1f} us {flops / us / 1e6:6.1f} TFLOP/s {launches(run, tiny)} launches "
-                  f"{kernel}")
+            print(f"{name}, {order}: {us:8.1f} us {flops / us / 1e6:6.1f} TFLOP/s {kernels_launched(run, tiny)}")
     return 0
 
 
