@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 import kernel_report  # noqa: E402
-from mlp_bench import option_values, timed_us  # noqa: E402
+from mlp_bench import option_list, option_values, timed_us  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
 STAGES = (3, 4, 5)  # ring depths: 32 KB a stage, 64 KB of tile buffers; 5 stages take 229,576 of 232,448 B
@@ -333,8 +333,7 @@ def main(argv: list[str]) -> int:
     if "--compile_only" in argv:
         print("\n".join(compile_report()))
         return 0
-    stages = ",".join(option_values(argv, "stages"))
-    bench([int(n) for n in stages.split(",")] if stages else STAGES, "--epilogue_parts" in argv)
+    bench([int(n) for n in option_list(argv, "stages")] or STAGES, "--epilogue_parts" in argv)
     return 0
 
 

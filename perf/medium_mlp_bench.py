@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import option_values, timed_us  # noqa: E402
+from mlp_bench import option_list, option_values, timed_us  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
 
@@ -122,11 +122,11 @@ def main(argv: list[str]) -> int:
     proj_w = (torch.randn(dim, hidden, device=device, generator=gen) * hidden ** -0.5).to(dtype)
     teraflop = 2 * rows * dim * hidden / 1e12
     row_scale = medium.reciprocal_rms(x)
-    warps = ",".join(option_values(argv, "warps"))
-    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS)
-               if not warps or str(launch[4]) in warps.split(",")]
+    warps = option_list(argv, "warps")
+    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS) if not warps or str(launch[4]) in warps]
     if not configs:
-        print(f"--warps={warps}: no configuration has those warp counts (the table's: 4, 8)", file=sys.stderr)
+        print(f"--warps={','.join(warps)}: no configuration has those warp counts (the table's: 4, 8)",
+              file=sys.stderr)
         return 2
 
     def launches(name: str) -> tuple[list, tuple]:

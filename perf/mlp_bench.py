@@ -49,6 +49,11 @@ def option_values(argv: list[str], name: str) -> list[str]:
     return [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
 
 
+def option_list(argv: list[str], name: str) -> list[str]:
+    """The items of every --name=A,B,... in argv, in order (empty without the option)."""
+    return [item for value in option_values(argv, name) for item in value.split(",") if item]
+
+
 def kernel_run(args, launch, one_pass: bool):
     """The op's GPU path in one pass or two with the kernel's launch configuration (float32 outputs under the
     interpreter)."""
