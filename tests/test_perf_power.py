@@ -1,0 +1,54 @@
+"""perf/power.sh and perf/power_summary.py on the CPU: the summary reads nvidia-smi's CSV (busy samples only, the
+power cap's share), and power.sh runs its command under a logger, exits with the command's status and prints the
+summary (a fake nvidia-smi on PATH stands in for the GPU's)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+SAMPLES = [  # timestamp, utilisation, power, limit, SM clock, memory clock, temperature, cap, thermal, hardware
+    "2026/12/02 13:00:00.000, 0, 80.10, 700.00, 345, 3201, 30, Not Active, Not Active, Not Active",
+    "2026/12/02 13:00:00.100, 100, 690.00, 700.00, 1500, 3201, 55, Active, Not Active, Not Active",
+    "2026/12/02 13:00:00.200, 95, 700.00, 700.00, 1410, 3201, 60, Active, Not Active, Not Active",
+    "2026/12/02 13:00:00.300, 100, 600.00, 700.00, 1980, 3201, 58, Not Active, Not Active, Not Active",
+    "2026/12/02 13:00:00.400, 100, [N/A], 700.00, 1980, 3201, 58, Not Active, Not Active, Not Active",
+    "2026/12/02 13:00:00.500, 100, 650.0",
+]
+
+
+@pytest.fixture
+def power_summary(repo_root):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import power_summary
+    return power_summary
+
+
+def test_summary_counts_busy_samples_and_the_power_cap(power_summary):
+    rows = [line.split(",") for line in SAMPLES]
+    line = power_summary.summary(rows, "t2")
+    assert line.startswith("t2: 3 busy samples of 6;")
+    assert "power 690 W (600-700) of 700.00 W" in line
+    assert "SM clock 1500 MHz (1410-1980)" in line
+    assert "power cap active in 67%, thermal slowdown 0%, hardware slowdown 0%" in line
+    assert "max temperature 60 C" in line
+
+
+def test_summary_without_busy_samples_says_so(power_summary):
+    assert power_summary.summary([SAMPLES[0].split(",")], "idle") == (
+        "idle: no busy samples (utilisation >= 90%) among 1")
+
+
+def test_power_sh_logs_while_the_command_runs_and_keeps_its_status(repo_root, tmp_path):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    smi = fake_bin / "nvidia-smi"  # prints the samples, then waits to be stopped as the real logger would
+    smi.write_text("#!/usr/bin/env bash\n" + "".join(f"echo '{s}'\n" for s in SAMPLES[:4]) + "exec sleep 30\n")
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}")
+    result = subprocess.run(["bash", "perf/power.sh", str(tmp_path / "out"), "job", "bash", "-c", "sleep 1; exit 3"],
+                            cwd=repo_root, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert "job: 3 busy samples of 4;" in result.stdout
+    assert (tmp_path / "out" / "job_power.csv").read_text().count("\n") == 4
