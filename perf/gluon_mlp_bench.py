@@ -17,9 +17,9 @@ STAGES (--stages=4 for one: a hung barrier then costs one process), with the lar
 script's output; --epilogue_parts adds this kernel without its epilogue (the main loop's own rate), without the
 epilogue's TMA store, and with only that store (EPILOGUE_PARTS; the output then wrong). --check=PASS,ROWS,COLS
 compares one launch at that shape with the script's kernel (run each in its own process: a fault ends the process's
-CUDA context). --compile_only builds both passes for sm_90 on any machine (no GPU) and prints their shared memory, the
-registers each warp group asks for (setmaxnreg), and the machine code's MMA instructions with each part of the
-epilogue (tests/test_perf_gluon_mlp_bench.py).
+CUDA context). --compile_only builds both passes for sm_90 on any machine (no GPU) and prints their shared memory
+(whether it fits a block's), the registers each warp group asks for (setmaxnreg), and the machine code's MMA
+instructions with each part of the epilogue (tests/test_perf_gluon_mlp_bench.py).
 """
 import re
 import sys
@@ -261,7 +261,10 @@ def compile_report() -> list[str]:
             compiled = compile_for_sm90(backward, stages)
             registers = sorted(set(int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
                                                              compiled.asm["ptx"])))
-            lines.append(f"{name} STAGES={stages}: {compiled.metadata.shared} B shared, setmaxnreg {registers}")
+            shared = compiled.metadata.shared
+            fits = "fits" if shared <= kernel_report.SHARED_LIMIT else "does not fit"
+            lines.append(f"{name} STAGES={stages}: {shared} B shared ({fits} in {kernel_report.SHARED_LIMIT}), "
+                         f"setmaxnreg {registers}")
         counts = [mma_instructions(compile_for_sm90(backward, 4, epilogue=parts))
                   for parts in (WHOLE_EPILOGUE, *EPILOGUE_PARTS.values())]
         lines.append(f"{name} MMA instructions: {counts[0]} with the whole epilogue, "

@@ -12,8 +12,6 @@ import sys
 
 import pytest
 
-SHARED_LIMIT = 232_448  # an sm_90 block's most shared memory
-
 
 def test_both_passes_build_for_sm90_and_fit_in_shared_memory(repo_root):
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
@@ -36,10 +34,9 @@ def test_both_passes_build_for_sm90_and_fit_in_shared_memory(repo_root):
                                 r"store)", line)
             assert len(counts) == 4 and int(counts[0]) > 0 and len(set(counts)) == 1, line
             continue
-        match = re.fullmatch(r".*: (\d+) B shared, setmaxnreg \[([\d, ]+)\]", line)
-        assert match, line
+        match = re.fullmatch(r".*: (\d+) B shared \((fits|does not fit) in \d+\), setmaxnreg \[([\d, ]+)\]", line)
+        assert match and match[2] == "fits", line
         shared.append(int(match[1]))
-        assert {40, 232} <= {int(n) for n in match[2].split(", ")}, line
-    assert all(size <= SHARED_LIMIT for size in shared)
+        assert {40, 232} <= {int(n) for n in match[3].split(", ")}, line
     for fewer, more in zip(shared[:2], shared[1:3]):  # a ring stage: 128 x 64 of x and of w, bf16, and its barriers
         assert 32_768 <= more - fewer <= 32_768 + 64
