@@ -2,7 +2,7 @@
 # Power and clocks while a command runs: is the GPU at its power limit? nvidia-smi samples every PERIOD_MS (100 by
 # default) into OUT/NAME_power.csv; at the end one line summarises the busy samples (utilisation >= 90%): median and
 # 10th-90th percentile power draw and SM clock, and the share of them with the software power cap or a thermal or
-# hardware slowdown active. Clocks are only read, never set. Usage (on the device):
+# hardware slowdown active, of the command's first GPU. Clocks are only read, never set. Usage (on the device):
 #   bash perf/power.sh OUT NAME command args...
 #   e.g. bash perf/power.sh $OUT t2 bash perf/proxy.sh medium $OUT/t2
 set -uo pipefail
@@ -12,7 +12,8 @@ mkdir -p "$out"
 log="$out/${name}_power.csv"
 fields=timestamp,utilization.gpu,power.draw,power.limit,clocks.sm,clocks.mem,temperature.gpu
 fields+=,clocks_event_reasons.sw_power_cap,clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.hw_slowdown
-nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu="$fields" --format=csv,noheader,nounits \
+gpu=${CUDA_VISIBLE_DEVICES:-0}  # the command's first GPU
+nvidia-smi -i "${gpu%%,*}" --query-gpu="$fields" --format=csv,noheader,nounits \
     -lms "${PERIOD_MS:-100}" > "$log" &
 logger=$!
 "$@"

@@ -1,6 +1,6 @@
 """perf/power.sh and perf/power_summary.py on the CPU: the summary reads nvidia-smi's CSV (busy samples only, the
 power cap's share), and power.sh runs its command under a logger, exits with the command's status and prints the
-summary (a fake nvidia-smi on PATH stands in for the GPU's)."""
+summary for the command's first visible GPU (a fake nvidia-smi on PATH stands in for the GPU's)."""
 
 import os
 import subprocess
@@ -44,11 +44,13 @@ def test_power_sh_logs_while_the_command_runs_and_keeps_its_status(repo_root, tm
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     smi = fake_bin / "nvidia-smi"  # prints the samples, then waits to be stopped as the real logger would
-    smi.write_text("#!/usr/bin/env bash\n" + "".join(f"echo '{s}'\n" for s in SAMPLES[:4]) + "exec sleep 30\n")
+    smi.write_text(f"#!/usr/bin/env bash\necho \"$@\" > {tmp_path}/smi_args\n"
+                   + "".join(f"echo '{s}'\n" for s in SAMPLES[:4]) + "exec sleep 30\n")
     smi.chmod(0o755)
-    env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", CUDA_VISIBLE_DEVICES="3,1")
     result = subprocess.run(["bash", "perf/power.sh", str(tmp_path / "out"), "job", "bash", "-c", "sleep 1; exit 3"],
                             cwd=repo_root, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert "job: 3 busy samples of 4;" in result.stdout
     assert (tmp_path / "out" / "job_power.csv").read_text().count("\n") == 4
+    assert (tmp_path / "smi_args").read_text().startswith("-i 3 --query-gpu=")  # the command's first GPU
