@@ -1847,7 +1847,7 @@ def compile_cache_lookups() -> str:
 
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps), then the GPU's
-    idle time and, with NCCL, the communication overlap."""
+    idle time and where it falls and, with NCCL, the communication overlap."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -1857,7 +1857,7 @@ def profile_table(run, device: torch.device) -> str:
     sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     table = profiler.key_averages().table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
     events = profiler.events()
-    notes = [line for line in (gpu_idle(events), communication_overlap(events)) if line]
+    notes = [line for line in (gpu_idle(events), idle_gaps(events), communication_overlap(events)) if line]
     return "\n".join([table, *notes, *longest_kernels(events)])
 
 
@@ -1903,6 +1903,28 @@ def gpu_idle(events) -> str | None:
         parts.append(f"{name.split('#')[1]} idle {(total - overlap_length(steps, kernels)) / 1000:.1f} ms "
                      f"of {total / 1000:.1f} ms")
     return "; ".join(parts)
+
+SHORT_GAP_US = 10  # the longest hand-over from one queued kernel to the next; a longer gap means the host fell behind
+
+
+def idle_gaps(events, count: int = 3) -> str | None:
+    """Where gpu_idle's time falls: in gaps of at most SHORT_GAP_US between kernels (hand-overs on a queued stream,
+    which only fewer kernels or CUDA graphs shorten) or in longer ones (the host behind the GPU), and the count
+    longest gaps with the kernels on either side. None without a gap."""
+    gaps, busy_until, last = [], None, None
+    for start, end, name in sorted((e.time_range.start, e.time_range.end, e.name) for e in events if is_kernel(e)):
+        if busy_until is not None and start > busy_until:
+            gaps.append((start - busy_until, last, name))
+        if busy_until is None or end > busy_until:
+            busy_until, last = end, name
+    if not gaps:
+        return None
+    short = [length for length, _, _ in gaps if length <= SHORT_GAP_US]
+    long_total = sum(length for length, _, _ in gaps) - sum(short)
+    longest = ", ".join(f"{length:.0f} us after {before[:40]} before {after[:40]}"
+                        for length, before, after in sorted(gaps, reverse=True)[:count])
+    return (f"idle gaps: {len(short)} of at most {SHORT_GAP_US} us, {sum(short) / 1000:.1f} ms; "
+            f"{len(gaps) - len(short)} longer, {long_total / 1000:.1f} ms; longest: {longest}")
 
 
 def longest_kernels(events, count: int = 30) -> list[str]:

@@ -154,6 +154,23 @@ def test_gpu_idle_of_a_profile_overall_and_inside_each_optimizer_step(script):
     assert script.gpu_idle([kernel_event("aten::mm", 0, 5, device=torch.autograd.DeviceType.CPU)]) is None
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_idle_gaps_split_hand_overs_from_the_host_falling_behind(script):
+    """gpu_idle's time, gap by gap: 100 hand-overs of 6 us between queued kernels, a 50-us and a 480-us gap (after a
+    kernel that outlasts the one launched after it: the gap starts when the GPU is free), no gap inside overlapping
+    kernels; annotations and CPU ops are not kernels."""
+    events = [kernel_event(f"triton_poi_{i}", 106 * i, 106 * i + 100) for i in range(101)]  # ends at 10,700
+    events += [kernel_event("nvjet_gemm", 10_750, 10_900), kernel_event("triton_red_fused", 10_800, 10_850),
+               kernel_event("triton_per_fused", 11_380, 11_500),
+               kernel_event("Optimizer.step#Muon.step", 0, 11_500, annotation=True),
+               kernel_event("aten::mm", 10_900, 11_380, device=torch.autograd.DeviceType.CPU)]
+    assert script.idle_gaps(events, count=2) == (
+        "idle gaps: 100 of at most 10 us, 0.6 ms; 2 longer, 0.5 ms; longest: 480 us after nvjet_gemm before "
+        "triton_per_fused, 50 us after triton_poi_100 before nvjet_gemm")
+    assert script.gpu_idle(events).startswith("GPU idle 1.1 ms of 11.5 ms")  # the same 600 + 530 us
+    assert script.idle_gaps([kernel_event("nvjet_gemm", 0, 10), kernel_event("triton_poi", 5, 20)]) is None
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_communication_overlap_of_a_profile(script):
     """NCCL kernel time, and the part of it during which compute kernels ran (annotations and CPU ops do not
     count as compute)."""
