@@ -13,7 +13,6 @@ them for the model's shapes. Track 2's MLP GEMM is compiled at each pass's MLP_L
 --launch=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (SPLIT 0 or 1; repeatable): whether its
 pipeline stages fit in SHARED_LIMIT, an sm_90 block's most shared memory, and its programs in one SM.
 """
-import importlib.util
 import os
 import re
 import subprocess
@@ -24,6 +23,9 @@ os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU, not the interpr
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from track_scripts import load_script  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 SHARED_LIMIT = 232_448  # bytes of shared memory one block may use on sm_90 (227 KB)
@@ -57,13 +59,6 @@ CONFIGS = {
         "attention_inputs_backward_kernel": ATTENTION_INPUTS,
     },
 }
-
-
-def load_script(path: str):
-    spec = importlib.util.spec_from_file_location("track_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def compile_kernel(kernel, constexprs: dict, num_warps: int, num_stages: int = 3, types: dict | None = None):

@@ -25,7 +25,6 @@ MLP_LAUNCH holds each pass's fastest launch (perf/ab.sh runs it next to the scri
 kernel of another copy of the script (e.g. a branch's, in perf/base/) instead of the repository's. --warps=8 keeps
 the configurations with that warp count (a list: 4,8; the script's launch always runs on the GPU).
 """
-import importlib.util
 import itertools
 import re
 import sys
@@ -35,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mlp_bench import option_list, option_values, timed_us  # noqa: E402
+from track_scripts import load_script  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
 
@@ -55,19 +55,6 @@ def forward_torch(x, fc_w):
 
 def backward_torch(grad_y, proj_w, h, row_scale):
     return 2 * torch.relu(h) * (grad_y @ proj_w) * row_scale[:, None]
-
-
-def load_script(path: Path):
-    """The track 2 script at path as a module: the repository's by import (its custom ops are registered once a
-    process, so tests share the module), a copy of another version's kernel from its file."""
-    if path.resolve() == SCRIPT:
-        sys.path.insert(0, str(SCRIPT.parent))
-        import train_gpt_medium
-        return train_gpt_medium
-    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def bench_pass(name: str, torch_path, ours, args, teraflop: float, tiny: bool, launches: list,

@@ -8,7 +8,6 @@ inlining (inclusive seconds, calls, name:line) in the last repeat. --script time
 script (e.g. a variant under test) with the same model settings.
 """
 import collections
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -16,18 +15,12 @@ from pathlib import Path
 import torch
 from torch._dynamo import symbolic_convert
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from track_scripts import ROOT, load_script  # noqa: E402
+
 SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
 TINY = ["--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
         "--val_seq_len=256"]
-
-
-def load_script(path: Path):
-    spec = importlib.util.spec_from_file_location(f"traced_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # looked up by name: inspect.getsource of its classes, dynamo's allowed calls
-    spec.loader.exec_module(module)
-    return module
 
 
 class InlineTimer:
