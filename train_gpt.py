@@ -1904,6 +1904,7 @@ def gpu_idle(events) -> str | None:
                      f"of {total / 1000:.1f} ms")
     return "; ".join(parts)
 
+
 SHORT_GAP_US = 10  # the longest hand-over from one queued kernel to the next; a longer gap means the host fell behind
 
 
@@ -1920,10 +1921,11 @@ def idle_gaps(events, count: int = 3) -> str | None:
     if not gaps:
         return None
     short = [length for length, _, _ in gaps if length <= SHORT_GAP_US]
-    long_total = sum(length for length, _, _ in gaps) - sum(short)
+    short_total = sum(short)
+    long_total = sum(length for length, _, _ in gaps) - short_total
     longest = ", ".join(f"{length:.0f} us after {before[:40]} before {after[:40]}"
                         for length, before, after in sorted(gaps, reverse=True)[:count])
-    return (f"idle gaps: {len(short)} of at most {SHORT_GAP_US} us, {sum(short) / 1000:.1f} ms; "
+    return (f"idle gaps: {len(short)} of at most {SHORT_GAP_US} us, {short_total / 1000:.1f} ms; "
             f"{len(gaps) - len(short)} longer, {long_total / 1000:.1f} ms; longest: {longest}")
 
 
