@@ -10,6 +10,7 @@ PROCESS_START = time.perf_counter()  # startup time counts the imports too
 
 import copy
 import dataclasses
+import functools
 import glob
 import hashlib
 import inspect
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -225,7 +227,7 @@ def exp2_on_fma(x):
                                                                                                 bitcast=True)
 
 
-@triton.jit
+@triton.jit(do_not_specialize_on_alignment=["targets_ptr"])  # targets: the window one token in
 def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOCK: tl.constexpr,
                       ON_GPU: tl.constexpr):
     """Each entry costs one rsqrt and one exp2 a pass (the special-function unit bounds the kernel), the constants
@@ -358,7 +360,9 @@ def row_addresses(rows, heads, BLOCK_ROWS: tl.constexpr, HALF: tl.constexpr):
     return src, dst, token.to(tl.int64)[:, None] * HALF + c, (r < rows)[:, None]
 
 
-@triton.jit
+# lambdas: a block's two scalars, at an offset into their parameter that differs by block: not specialised on their
+# alignment, so that each kernel has one build per value-embedding variant instead of two
+@triton.jit(do_not_specialize_on_alignment=["lambdas_ptr"])
 def attention_inputs_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, q_ptr, k_ptr, v_ptr, rows, heads, eps,
                             HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, HAS_VE: tl.constexpr):
     src, dst, table, mask = row_addresses(rows, heads, BLOCK_ROWS, HALF)
@@ -373,7 +377,7 @@ def attention_inputs_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, q_pt
     store_halves(v_ptr, dst, mask, v1, v2, HALF)
 
 
-@triton.jit
+@triton.jit(do_not_specialize_on_alignment=["lambdas_ptr"])
 def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, grad_q_ptr, grad_k_ptr,
                                      grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, rows, heads, eps,
                                      grad_token_stride, grad_head_stride, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr,
@@ -480,10 +484,14 @@ def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: T
     return grad_qkv.to(qkv.dtype), grad_lambdas, grad_ve
 
 
+def attention_kernel_fits(head_dim: int) -> bool:
+    """The kernels take heads whose head_dim / 2 is a power of two (a Triton block's width)."""
+    half = head_dim // 2
+    return half & (half - 1) == 0
+
+
 def takes_attention_kernel(qkv: Tensor) -> bool:
-    """The kernels run on CUDA tensors whose head_dim / 2 is a power of two (a Triton block's width)."""
-    half = qkv.size(-1) // 2
-    return qkv.is_cuda and half & (half - 1) == 0
+    return qkv.is_cuda and attention_kernel_fits(qkv.size(-1))
 
 
 @torch.library.custom_op("nanogpt_medium::attention_inputs", mutates_args=())
@@ -1313,6 +1321,57 @@ def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas")
     return os.environ.get("TRITON_PTXAS_PATH")
 
 
+def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
+    """A launch for each build of the script's own Triton kernels that the custom ops start from compiled code, on small
+    tensors with training's dtypes, widths and pointer alignments and, for the MLP's GEMM, as many programs: what
+    Triton specialises a build on, so that training finds these builds (a miss costs only that build, in warmup
+    step 1)."""
+    rows, dim, vocab, heads, head_dim = 16, args.model_dim, padded_vocab(args.vocab_size), args.num_heads, args.head_dim
+    bf16 = dict(device=device, dtype=torch.bfloat16)
+    targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
+    launches = [functools.partial(softcap_ce_in_place, torch.zeros(rows, vocab, **bf16), targets)]
+    if args.mlp_epilogue:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+        mlp_rows = sms * max(launch[0] * launch[7] for launch in MLP_LAUNCH.values())  # a tile for every program
+        hidden = args.mlp_ratio * dim
+        x, a, row_scale = (torch.zeros(mlp_rows, dim, **bf16), torch.zeros(mlp_rows, hidden, **bf16),
+                           torch.zeros(mlp_rows, device=device))
+        launches += [functools.partial(relu_square_gemm, x, torch.zeros(hidden, dim, **bf16), row_scale),
+                     functools.partial(relu_square_gemm, x, torch.zeros(dim, hidden, **bf16), row_scale, a)]
+    if attention_kernel_fits(head_dim):
+        qkv, heads_shape = torch.zeros(1, rows, 3 * heads, head_dim, **bf16), (1, rows, heads, head_dim)
+        cos = sin = torch.zeros(rows, head_dim // 2, device=device)
+        lambdas, value_embed = torch.zeros(2, device=device), torch.zeros(heads_shape, **bf16)
+        grads = tuple(torch.zeros(heads_shape, **bf16) for _ in range(3))
+        for ve in (None, value_embed):
+            launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
+                         functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve)]
+    return launches
+
+
+class KernelBuilds:
+    """tiny_kernel_launches on worker threads, which build the kernels while the main thread traces and compiles the
+    model (Triton lets go of the GIL while it compiles): a cold start built them one after another inside warmup
+    step 1, 0.5-2 s each (track 1)."""
+
+    def __init__(self, launches: list, device: torch.device):
+        self.started = time.perf_counter()
+        on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
+        self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
+        self.futures = [self.pool.submit(self.timed, launch) for launch in launches]
+
+    @staticmethod
+    def timed(launch) -> float:
+        launch()
+        return time.perf_counter()
+
+    def finish(self) -> str:
+        """Waits for the builds (a failed one raises its error here) and says how long they took."""
+        done = max(future.result() for future in self.futures)
+        self.pool.shutdown()
+        return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
+
+
 def environment() -> dict:
     has_cuda = torch.cuda.is_available()
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
@@ -1863,6 +1922,7 @@ def main():
 
     use_torch_ptxas()  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
+    builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
@@ -1885,6 +1945,8 @@ def main():
     warmup_start = time.perf_counter()
     table, laps = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size,
                          device)
+    if builds is not None:
+        log.write(builds.finish())
     if table is not None:
         log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
                   f"\n{table}", console=False)

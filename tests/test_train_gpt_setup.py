@@ -1,13 +1,14 @@
 """train_gpt.py, section "Main" (setup), with train_gpt_medium.py's copies of the same functions: the torch.compile
 artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
 it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
-its table: the GPU's idle time and the communication overlap of several processes; and the ptxas that builds the
-Triton kernels (torch's, unless the user set one)."""
+its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
+Triton kernels (torch's, unless the user set one); and the start-up's kernel builds on worker threads."""
 
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -313,3 +314,46 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
         assert script.log_train_loss(log, (step, host_loss, end_mark), clock, args) == (step == 3)
     assert re.fullmatch(r"step:3/10 train_loss:2\.5000 train_time:\d+ms step_avg:[\d.]+ms", lines[0]), lines
     assert lines[1].startswith("step:4/10 train_loss:nan ")
+
+
+TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_start_ups_kernel_builds_launch_every_kernel_a_custom_op_launches(script, triton_interpreter,
+                                                                              require_interpreted, monkeypatch):
+    """Every Triton kernel of the script but the Newton-Schulz one (inductor builds that inside Muon's compiled
+    update) is launched from a custom op at run time, where a cold start built it inside warmup step 1: the start-up's
+    tiny launches cover them all, and each runs (here in turn: Triton's interpreter is not thread-safe)."""
+    require_interpreted(script.softcap_ce_kernel)
+    launched, run = [], triton_interpreter.InterpretedFunction.run
+
+    def recording_run(kernel, *args, **kwargs):
+        launched.append(kernel.fn.__name__)
+        return run(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(triton_interpreter.InterpretedFunction, "run", recording_run)
+    for launch in script.tiny_kernel_launches(script.parse_args(TINY_KERNEL_ARGS), torch.device("cpu")):
+        launch()
+    kernels = {name for name, value in vars(script).items()
+               if isinstance(value, triton_interpreter.InterpretedFunction) and name.endswith("_kernel")}
+    assert set(launched) == kernels - {"sym_matmul_kernel"}
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_kernel_builds_run_on_worker_threads_and_a_failed_one_raises_when_they_finish(script):
+    threads = []
+
+    def build():
+        threads.append(threading.get_ident())
+
+    note = script.KernelBuilds([build, build], torch.device("cpu")).finish()
+    assert re.fullmatch(r"startup: 2 kernel launches built on worker threads in [\d.]+s", note), note
+    assert len(threads) == 2 and threading.get_ident() not in threads
+
+    def failing_build():
+        raise RuntimeError("ptxas failed")
+
+    builds = script.KernelBuilds([failing_build, build], torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="ptxas failed"):
+        builds.finish()
