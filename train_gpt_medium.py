@@ -1350,9 +1350,9 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
 
 
 class KernelBuilds:
-    """tiny_kernel_launches on worker threads, which build the kernels while the main thread traces and compiles the
-    model (Triton lets go of the GIL while it compiles): a cold start built them one after another inside warmup
-    step 1, 0.5-2 s each (track 1)."""
+    """tiny_kernel_launches on worker threads, which build the kernels while the main thread builds, traces and
+    compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold start built them one after
+    another inside warmup step 1, 0.5-1.6 s each (records/track_1_short/2026-12-02_KernelBuildsAhead)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
