@@ -667,6 +667,11 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, a_desc, row_scale_ptr, row
 MLP_LAUNCH = {"forward": (128, 256, 64, 8, 8, 3, True, 1), "backward": (128, 256, 64, 8, 8, 3, True, 1)}
 
 
+def multiprocessors(device: torch.device) -> int:
+    """The GPU's SM count, which sets relu_square_gemm_kernel's program count (4 elsewhere: Triton's interpreter)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
 def relu_square_gemm(x: Tensor, w: Tensor, row_scale: Tensor, a: Tensor | None = None,
                      launch: tuple | None = None) -> Tensor:
     """relu_square_gemm_kernel, r = row_scale (float32, one per row of x): forward (w: cols x K, no a) returns
@@ -679,8 +684,7 @@ def relu_square_gemm(x: Tensor, w: Tensor, row_scale: Tensor, a: Tensor | None =
     rows, k = x.shape
     cols = w.size(1) if backward else w.size(0)
     tiles = triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    programs = min(tiles, sms * programs_per_sm)
+    programs = min(tiles, multiprocessors(x.device) * programs_per_sm)
     out = x.new_empty(rows, cols)
     epilogue_cols = block_n // 2 if split_epilogue else block_n
     descriptors = [TensorDescriptor.from_tensor(x, [block_m, block_k]),
@@ -1331,8 +1335,8 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
     launches = [functools.partial(softcap_ce_in_place, torch.zeros(rows, vocab, **bf16), targets)]
     if args.mlp_epilogue:
-        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-        mlp_rows = sms * max(launch[0] * launch[7] for launch in MLP_LAUNCH.values())  # a tile for every program
+        # a tile for every program, as many programs as training's
+        mlp_rows = multiprocessors(device) * max(launch[0] * launch[7] for launch in MLP_LAUNCH.values())
         hidden = args.mlp_ratio * dim
         x, a, row_scale = (torch.zeros(mlp_rows, dim, **bf16), torch.zeros(mlp_rows, hidden, **bf16),
                            torch.zeros(mlp_rows, device=device))
