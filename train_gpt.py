@@ -1535,7 +1535,7 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     specialises a build on, so that training finds these builds (a miss costs only that build, in warmup step 1)."""
     rows, dim, vocab, heads, head_dim = 16, args.model_dim, padded_vocab(args.vocab_size), args.num_heads, args.head_dim
     bf16 = dict(device=device, dtype=torch.bfloat16)
-    x, w = torch.zeros(rows, dim, **bf16), torch.zeros(vocab, dim, device=device)
+    x, w = torch.zeros(rows, dim, **bf16), torch.zeros(rows, dim, device=device)  # w: the fp32 head weight's dtype
     logits = torch.zeros(rows, vocab, **bf16)
     grad = torch.zeros(rows, vocab, device=device, dtype=torch.float8_e5m2)
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
