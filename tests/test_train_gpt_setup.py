@@ -154,6 +154,7 @@ def test_gpu_idle_of_a_profile_overall_and_inside_each_optimizer_step(script):
                                        "Muon.step idle 0.3 ms of 0.5 ms")
     assert script.gpu_idle([kernel_event("aten::mm", 0, 5, device=torch.autograd.DeviceType.CPU)]) is None
 
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_idle_gaps_split_hand_overs_from_the_host_falling_behind(script):
     """gpu_idle's time, gap by gap: 100 hand-overs of 6 us between queued kernels, a 50-us and a 480-us gap (after a
