@@ -890,10 +890,23 @@ def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, be
     return out
 
 
+@torch.library.custom_op("nanogpt::sym_matmul", mutates_args=())
+def sym_matmul_op(x: Tensor, c: Tensor | None, alpha: float, beta: float, diagonal: float) -> Tensor:
+    """sym_matmul_triton, opaque to torch.compile: traced into Muon's compiled update, the kernel was launched through
+    inductor's path for user Triton kernels and ran 1.3-1.8x slower than launched by Triton (perf/NOTES.md, session
+    33). The op keeps x's strides, so newton_schulz_builds can build at start-up what training launches."""
+    return sym_matmul_triton(x, c, alpha, beta, diagonal)
+
+
+@sym_matmul_op.register_fake
+def _(x, c, alpha, beta, diagonal):
+    return x.new_empty(x.size(0), x.size(1), x.size(1))
+
+
 def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
                diagonal: float = 0.0) -> Tensor:
     if x.is_cuda:
-        return sym_matmul_triton(x, c, alpha, beta, diagonal)
+        return sym_matmul_op(x, c, alpha, beta, diagonal)
     product = alpha * (x @ x.mT) if c is None else alpha * (x @ x.mT) + beta * c
     return product + diagonal * torch.eye(x.size(-2), dtype=x.dtype, device=x.device) if diagonal else product
 
@@ -1554,16 +1567,35 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     return launches
 
 
+def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
+    """sym_matmul's builds for the shapes of Muon's matrices, launched as orthogonalize calls it, one after another
+    (shapes that Triton specialises alike build once): X X^T of the wide layout and, for a tall matrix, of the first
+    iteration's transposed view, then a I + b A + c A A. Submitted to the builds once Muon exists."""
+    bf16 = dict(device=device, dtype=torch.bfloat16)
+    for rows, cols in sorted({tuple(p.shape[-2:]) for group in muon.param_groups for p in group["params"]}):
+        short_side, long_side = min(rows, cols), max(rows, cols)
+        sym_matmul_triton(torch.zeros(1, short_side, long_side, **bf16))
+        if rows > cols:
+            sym_matmul_triton(torch.zeros(1, long_side, short_side, **bf16).mT)
+        product = torch.zeros(1, short_side, short_side, **bf16)
+        sym_matmul_triton(product, product, 1.0, 0.0, 1.0)
+
+
 class KernelBuilds:
-    """tiny_kernel_launches on worker threads, which build the kernels while the main thread builds, traces and
-    compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold start built them one after
-    another inside warmup step 1, 0.5-1.6 s each (records/track_1_short/2026-12-02_KernelBuildsAhead)."""
+    """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
+    thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
+    start built them one after another inside warmup step 1, 0.5-1.6 s each
+    (records/track_1_short/2026-12-02_KernelBuildsAhead)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
         self.futures = [self.pool.submit(self.timed, launch) for launch in launches]
+
+    def submit(self, launch):
+        """One more launch, queued for the first free thread."""
+        self.futures.append(self.pool.submit(self.timed, launch))
 
     @staticmethod
     def timed(launch) -> float:
@@ -2125,6 +2157,8 @@ def main():
         trace_mlp_as_one_call()
     model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
     optimizers = build_optimizers(raw_model, args, comm)
+    if builds is not None:
+        builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
                for w in range(1, window_blocks(args.num_iterations, args) + 1)}
