@@ -595,24 +595,21 @@ def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, be
 
 
 @torch.library.custom_op("nanogpt_medium::sym_matmul", mutates_args=())
-def sym_matmul_op(x: Tensor, c: Tensor | None, alpha: float, beta: float, diagonal: float) -> Tensor:
-    """sym_matmul_triton, opaque to torch.compile: traced into Muon's compiled update, the kernel was launched through
-    inductor's path for user Triton kernels and ran 1.3-1.8x slower than launched by Triton (perf/NOTES.md, session
-    33). The op keeps x's strides, so newton_schulz_builds can build at start-up what training launches."""
-    return sym_matmul_triton(x, c, alpha, beta, diagonal)
-
-
-@sym_matmul_op.register_fake
-def _(x, c, alpha, beta, diagonal):
-    return x.new_empty(x.size(0), x.size(1), x.size(1))
-
-
 def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
                diagonal: float = 0.0) -> Tensor:
+    """sym_matmul_triton on CUDA tensors, torch's matmuls on others. An op opaque to torch.compile: traced into Muon's
+    compiled update, the kernel was launched through inductor's path for user Triton kernels and ran 1.3-1.8x slower
+    than launched by Triton (perf/NOTES.md, session 33). The op keeps x's strides, so that newton_schulz_builds can
+    build at start-up what training launches."""
     if x.is_cuda:
-        return sym_matmul_op(x, c, alpha, beta, diagonal)
+        return sym_matmul_triton(x, c, alpha, beta, diagonal)
     product = alpha * (x @ x.mT) if c is None else alpha * (x @ x.mT) + beta * c
     return product + diagonal * torch.eye(x.size(-2), dtype=x.dtype, device=x.device) if diagonal else product
+
+
+@sym_matmul.register_fake
+def _(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0):
+    return x.new_empty(x.size(0), x.size(1), x.size(1))
 
 
 # ----------------------------------------------------------------------------------------------

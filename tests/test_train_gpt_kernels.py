@@ -174,6 +174,65 @@ def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch, script):
     assert calls == []
 
 
+
+def sym_matmul_launch_key(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0) -> tuple:
+    """What Triton specialises a build of sym_matmul_kernel on, for sym_matmul_triton's arguments: the dtype, whether c
+    is given, and each int the kernel takes (sizes and strides; out is contiguous) as 1, a multiple of 16 or other."""
+    batch, m, k = x.shape
+    ints = (m, k, *x.stride(), m * m, m, 1)
+    return x.dtype, c is not None, tuple("1" if v == 1 else "16" if v % 16 == 0 else "other" for v in ints)
+
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor", "test_aot_dispatch_dynamic"])
+def test_sym_matmul_opcheck(script, test_util):
+    x = torch.randn(2, 8, 4)
+    c = x @ x.mT
+    for args, kwargs in [((x,), {}), ((x, c), dict(alpha=2.0, beta=-0.5, diagonal=3.0))]:
+        result = torch.library.opcheck(script.sym_matmul, args, kwargs, test_utils=test_util)
+        assert result == {test_util: "SUCCESS"}
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_newton_schulz_builds_launch_every_build_orthogonalize_launches(monkeypatch, script):
+    """On the GPU the op hands orthogonalize's tensors to the kernel with their strides (the first iteration's x of a
+    tall matrix is a transposed view): the start-up's builds, launched on Muon's shapes, must cover each
+    specialisation, or training builds it inside warmup step 1."""
+    keys, op = [], script.sym_matmul
+
+    def recorded(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0):
+        keys.append(sym_matmul_launch_key(x, c))
+        return op(x, c, alpha, beta, diagonal)
+
+    monkeypatch.setattr(script, "sym_matmul", recorded)
+    monkeypatch.setattr(script, "sym_matmul_triton", recorded)
+    # sizes whose ints fall in training's classes (track 1's gate_w: heads x model_dim / 64, wide, not multiples of 16)
+    args = script.parse_args(["--device=cpu", "--model_dim=192", "--num_heads=2", "--head_dim=32"])
+    muon = script.build_optimizers(script.GPT(args), args, script.Comm(0, 1))[-1]
+    for group in muon.param_groups:
+        script.orthogonalize(torch.randn(2, *group["params"][0].shape[-2:]))
+    trained = set(keys)
+    keys.clear()
+    script.newton_schulz_builds(muon, torch.device("cpu"))
+    assert trained <= set(keys)
+    assert any(key[2][3] == "1" for key in trained) == (script is train_gpt_medium)  # track 2's tall fc_w
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_orthogonalize_calls_the_symmetric_matmul_as_opaque_ops_in_a_compiled_graph(script):
+    """Traced into a compiled graph, the kernel would be launched through inductor's path for user Triton kernels,
+    which ran it 1.3-1.8x slower on the GPU (perf/NOTES.md, session 33): dynamo must see one op call per product."""
+    graphs = []
+
+    def capture(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    torch.compile(script.orthogonalize, backend=capture, fullgraph=True)(torch.randn(2, 8, 16))
+    calls = [node.target for node in graphs[0].graph.nodes if node.op == "call_function"]
+    assert calls.count(script.sym_matmul._opoverload) == 2 * 5  # X X^T and the polynomial, five iterations
+
 # float32 and float16: the interpreter's tl.dot multiplies bfloat16 operands as raw uint16 bits, so the
 # kernel's bfloat16 use (orthogonalize on CUDA) cannot be checked here; the kernel code is dtype-agnostic.
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -566,10 +566,12 @@ def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_
 
 def test_compiled_newton_schulz_update_is_a_plain_bmm(inductor_source):
     """a * x + poly @ x is (a I + poly) @ x, a bmm, with a added to poly's diagonal by sym_matmul: no baddbmm (1.4-1.6x
-    slower on the GPU). On the CPU all three products are bmm (on the GPU two are the symmetric Triton kernel)."""
+    slower on the GPU). The other two products are calls of the sym_matmul op (the symmetric Triton kernel on the GPU),
+    which inductor leaves opaque."""
     code = inductor_source(train_gpt.orthogonalize, torch.randn(3, 32, 64))
     assert "baddbmm" not in code
-    assert code.count("extern_kernels.bmm(") == 3 * len(train_gpt.JORDAN_COEFFICIENTS) == 15
+    assert code.count("extern_kernels.bmm(") == len(train_gpt.JORDAN_COEFFICIENTS) == 5
+    assert code.count("torch.ops.nanogpt.sym_matmul.default(") == 10
 
 
 @pytest.mark.parametrize("options", [{}, NORMUON], ids=["muon", "normuon"])
