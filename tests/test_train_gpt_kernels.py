@@ -174,14 +174,12 @@ def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch, script):
     assert calls == []
 
 
-
-def sym_matmul_launch_key(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0) -> tuple:
+def sym_matmul_launch_key(x: torch.Tensor, c: torch.Tensor | None) -> tuple:
     """What Triton specialises a build of sym_matmul_kernel on, for sym_matmul_triton's arguments: the dtype, whether c
     is given, and each int the kernel takes (sizes and strides; out is contiguous) as 1, a multiple of 16 or other."""
-    batch, m, k = x.shape
+    _, m, k = x.shape
     ints = (m, k, *x.stride(), m * m, m, 1)
     return x.dtype, c is not None, tuple("1" if v == 1 else "16" if v % 16 == 0 else "other" for v in ints)
-
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -192,6 +190,7 @@ def test_sym_matmul_opcheck(script, test_util):
     for args, kwargs in [((x,), {}), ((x, c), dict(alpha=2.0, beta=-0.5, diagonal=3.0))]:
         result = torch.library.opcheck(script.sym_matmul, args, kwargs, test_utils=test_util)
         assert result == {test_util: "SUCCESS"}
+
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_newton_schulz_builds_launch_every_build_orthogonalize_launches(monkeypatch, script):
@@ -232,6 +231,7 @@ def test_orthogonalize_calls_the_symmetric_matmul_as_opaque_ops_in_a_compiled_gr
     torch.compile(script.orthogonalize, backend=capture, fullgraph=True)(torch.randn(2, 8, 16))
     calls = [node.target for node in graphs[0].graph.nodes if node.op == "call_function"]
     assert calls.count(script.sym_matmul._opoverload) == 2 * 5  # X X^T and the polynomial, five iterations
+
 
 # float32 and float16: the interpreter's tl.dot multiplies bfloat16 operands as raw uint16 bits, so the
 # kernel's bfloat16 use (orthogonalize on CUDA) cannot be checked here; the kernel code is dtype-agnostic.
