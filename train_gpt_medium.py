@@ -598,9 +598,9 @@ def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, be
 def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
                diagonal: float = 0.0) -> Tensor:
     """sym_matmul_triton on CUDA tensors, torch's matmuls on others. An op opaque to torch.compile: traced into Muon's
-    compiled update, the kernel was launched through inductor's path for user Triton kernels and ran 1.3-1.8x slower
-    than launched by Triton (perf/NOTES.md, session 33). The op keeps x's strides, so that newton_schulz_builds can
-    build at start-up what training launches."""
+    compiled update, the kernel was launched through inductor's path for user Triton kernels, which types the float
+    arguments fp64 (Triton: fp32; pytorch/pytorch#190340), so the epilogue ran in fp64, 1.3-1.8x slower (perf/NOTES.md,
+    session 33). The op keeps x's strides, so that newton_schulz_builds can build at start-up what training launches."""
     if x.is_cuda:
         return sym_matmul_triton(x, c, alpha, beta, diagonal)
     product = alpha * (x @ x.mT) if c is None else alpha * (x @ x.mT) + beta * c

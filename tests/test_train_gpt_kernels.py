@@ -220,7 +220,8 @@ def test_newton_schulz_builds_launch_every_build_orthogonalize_launches(monkeypa
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_orthogonalize_calls_the_symmetric_matmul_as_opaque_ops_in_a_compiled_graph(script):
     """Traced into a compiled graph, the kernel would be launched through inductor's path for user Triton kernels,
-    which ran it 1.3-1.8x slower on the GPU (perf/NOTES.md, session 33): dynamo must see one op call per product."""
+    which types its float arguments fp64 and ran it 1.3-1.8x slower on the GPU (perf/NOTES.md, session 33): dynamo
+    must see one op call per product."""
     graphs = []
 
     def capture(graph_module, example_inputs):
