@@ -34,14 +34,15 @@ SM_SHARED, SM_REGISTERS = 233_472, 65_536  # an sm_90 SM's shared memory (228 KB
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 # Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
-ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16", "targets_ptr": "*i32",
-             "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
-             "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
-             "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1,
-             "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "lambdas_ptr": "*fp32",
-             "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "grad_q_ptr": "*bf16",
-             "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16", "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16",
-             "lambda_sums_ptr": "*fp32", "eps": "fp32", "diagonal": "fp32"}
+ARG_TYPES = {"x_ptr": "*fp16", "y_ptr": "*fp16", "c_ptr": "*fp16", "out_ptr": "*fp16", "logits_ptr": "*bf16",
+             "targets_ptr": "*i32", "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32",
+             "grad_ptr": "*fp8e5", "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32",
+             "beta": "fp32", "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1,
+             "stride_yk": 1, "stride_on": 1, "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32",
+             "sin_ptr": "*fp32", "lambdas_ptr": "*fp32", "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16",
+             "v_ptr": "*bf16", "grad_q_ptr": "*bf16", "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16",
+             "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16", "lambda_sums_ptr": "*fp32", "eps": "fp32",
+             "diagonal": "fp32"}
 ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
 # script: kernel name: its launch configurations there, as (constexprs, num_warps)
 CONFIGS = {

@@ -68,8 +68,9 @@ def bench(name: str, tiny: bool) -> str:
 
 def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.device, repeat: int) -> str:
     """One iteration's products on a group's stack, laid out as the compiled orthogonalize lays it out: short side
-    first, contiguous (inductor writes the normed x that way)."""
-    x = stack.bfloat16()
+    first, contiguous (inductor writes the normed x that way); "poly A sym" is a product of two symmetric matrices
+    that commute, as Gram Newton-Schulz's steps take them."""
+    x = stack.half()
     x = x.mT if x.size(-2) > x.size(-1) else x
     x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).contiguous()
     xxt = script.sym_matmul(x)
@@ -81,6 +82,7 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
              "a I + b A + c A A sym": (lambda: script.sym_matmul(xxt, xxt, alpha=c, beta=b, diagonal=a),
                                        2 * m * m * m),
              "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
+             "poly A sym": (lambda: script.sym_matmul(poly, y=xxt), 2 * m * m * m),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
              "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=a), 2 * m * m * n)}
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
