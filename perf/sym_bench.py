@@ -27,8 +27,9 @@ TINY_CONFIGS = [SCRIPT_CONFIG, (64, 32, 4, 3)]
 
 
 def stacks(script, tiny: bool, device: torch.device) -> list[torch.Tensor]:
-    """One fp16 (matrices, rows, cols) stack per shape of the track's Muon matrices, wide as orthogonalize takes them
-    (contiguous: track 2's tall fc_w reaches the kernel as a transposed view)."""
+    """One bf16 (matrices, rows, cols) stack per shape of the track's Muon matrices, wide as orthogonalize takes them
+    (contiguous: track 2's tall fc_w reaches the kernel as a transposed view). Both tracks' stacks go through track
+    1's kernel in bf16; track 2 launches the same tiles in fp16, at the same tensor-core rate."""
     sizes = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512) if tiny else {}
     with torch.device("meta"):
         model = script.GPT(script.Hyperparameters(**sizes))
@@ -42,7 +43,7 @@ def stacks(script, tiny: bool, device: torch.device) -> list[torch.Tensor]:
         count = 2 if tiny else len(params) * (shape[0] if len(shape) == 3 else 1)
         # the interpreter's tl.dot cannot multiply bf16: fp32 there
         stack = torch.randn(count, min(rows, cols), max(rows, cols), device=device)
-        result.append(stack if tiny else stack.half())
+        result.append(stack if tiny else stack.bfloat16())
     return result
 
 
@@ -51,8 +52,8 @@ def launch(x: torch.Tensor, c: torch.Tensor | None, config, alpha=1.0, beta=0.0)
     batch, m, k = x.shape
     out = x.new_empty(batch, m, m)
     grid = (triton.cdiv(m, block_m) ** 2, batch)
-    short.sym_matmul_kernel[grid](x, x, out if c is None else c, out, m, k, alpha, beta, 0.0,  # no diagonal term
-                                  *x.stride(), *x.stride(), *out.stride(), HAS_C=c is not None, BLOCK_M=block_m,
+    short.sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta, 0.0,  # no diagonal term
+                                  *x.stride(), *out.stride(), HAS_C=c is not None, BLOCK_M=block_m,
                                   BLOCK_K=block_k, num_warps=warps, num_stages=stages)
     return out
 

@@ -111,6 +111,71 @@ def test_orthogonalize_matches_the_plain_matmul_iterations(sym_matmul_path, shap
     assert (error(out) < 0.005).all() and (error(out) < error(plain_newton_schulz(g)) / 3).all(), error(out)
 
 
+def plain_iterations(x, coefficients):
+    """x -> a x + (b R + c R R) x with R = x x^T, one step per (a, b, c), in x's dtype."""
+    for a, b, c in coefficients:
+        gram = x @ x.mT
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x
+
+
+def spread_spectrum(rows, cols, power, seed):
+    """Two wide matrices whose i-th singular value is i^-power, as gradients' spectra fall off."""
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.linalg.qr(torch.randn(2, rows, rows, generator=gen, dtype=torch.float64))[0]
+    v = torch.linalg.qr(torch.randn(2, cols, rows, generator=gen, dtype=torch.float64))[0]
+    return (u * torch.arange(1, rows + 1, dtype=torch.float64) ** -power) @ v.mT
+
+
+def gram_parts(g, parts, dtype=torch.float16):
+    """orthogonalize of a wide g, normed as it is, with its steps in the given parts."""
+    x = g.to(dtype)
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for steps in parts:
+        x = torch.bmm(medium.gram_newton_schulz(medium.sym_matmul(x), steps), x)
+    return x
+
+
+def relative_error(x, reference):
+    return ((x.double() - reference).norm(dim=(-2, -1)) / reference.norm(dim=(-2, -1))).max().item()
+
+
+JORDAN = [(3.4445, -4.7750, 2.0315)] * 5  # Muon's fixed quintic: the Gram form is no matter of the coefficients
+
+
+@pytest.mark.parametrize("coefficients", [medium.NS_COEFFICIENTS, JORDAN], ids=["track 2's", "jordan"])
+@pytest.mark.parametrize("wide", [True, False])
+def test_gram_newton_schulz_is_the_plain_iterations_in_exact_arithmetic(coefficients, wide):
+    """In fp64 the Gram form (R -> P R P, x multiplied once a part) equals the iterations on x, each product's mirror
+    included, with orthogonalize's restarts for either layout and with all five steps in one part."""
+    g = spread_spectrum(16, 48, 1.0, seed=14)
+    reference = plain_iterations(g / (g.norm(dim=(-2, -1), keepdim=True) + 1e-7), coefficients)
+    for parts in [medium.restarts(coefficients, wide), [coefficients]]:
+        assert relative_error(gram_parts(g, parts, torch.float64), reference) < 1e-12
+
+
+def test_restarts_split_wide_matrices_after_two_steps_and_square_ones_every_step():
+    steps = medium.NS_COEFFICIENTS
+    assert medium.restarts(steps, True) == [steps[:2], steps[2:]]
+    assert medium.restarts(steps, False) == [[step] for step in steps]
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_fp16_gram_with_its_restart_beats_the_bf16_iterations_where_no_restart_diverges(power):
+    """Against the iterations in fp64, on spectra falling as i^-1 and i^-2: orthogonalize (fp16, Gram steps 2 + 3) is
+    several times closer than the bf16 iterations it replaced. All five steps in one Gram part let fp16 round-off in R
+    grow into spurious eigenvalues, which the steepest spectrum turns into an error far above any of them."""
+    g = spread_spectrum(32, 128, power, seed=15)
+    reference = plain_newton_schulz(g, torch.float64)
+    gram = relative_error(medium.orthogonalize(g), reference)
+    assert gram == relative_error(gram_parts(g, medium.restarts(medium.NS_COEFFICIENTS, True)), reference)
+    bf16 = relative_error(plain_newton_schulz(g), reference)
+    assert gram < bf16 / 2
+    no_restart = relative_error(gram_parts(g, [medium.NS_COEFFICIENTS]), reference)
+    if power == 2.0:
+        assert not no_restart < 10 * bf16  # nan counts
+
+
 def muon(params_by_group, lr=0.05, momentum=0.9):
     groups = [dict(params=params, weight_decay=wd) for params, wd in params_by_group]
     return medium.Muon(groups, lr, momentum, medium.Comm(0, 1), medium.muon_update)

@@ -109,9 +109,7 @@ def test_muon_reference_tolerance_tells_nesterov_and_shape_scale_apart():
         opt.step()
     schedule = (grads, [0.1, 0.1], [0.9, 0.9], 0.0)
     expected = reference_muon([start], *schedule)[0]
-    # 1e-2: Muon's lerps round the fp32 momentum a last bit away from the reference's sums here, which fp16
-    # Newton-Schulz passes on as 0.5% of this update (the variants: 24% and 42%)
-    tolerance = 1e-2 * (expected - start).abs().max()
+    tolerance = 2e-3 * (expected - start).abs().max()
     torch.testing.assert_close(params[0].detach(), expected, rtol=0, atol=tolerance)
     for variant in [dict(nesterov=False), dict(shape_scale=False)]:
         other = reference_muon([start], *schedule, **variant)[0]
@@ -568,13 +566,12 @@ def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_
 
 def test_compiled_newton_schulz_update_is_a_plain_bmm(inductor_source):
     """a * x + poly @ x is (a I + poly) @ x, a bmm, with a added to poly's diagonal by sym_matmul: no baddbmm (1.4-1.6x
-    slower on the GPU), one a step for a square x, one a Gram part (two) for a wide one. The other products are calls
-    of the sym_matmul op (the symmetric Triton kernel on the GPU), which inductor leaves opaque."""
-    for shape, bmm_calls, op_calls in [((3, 32, 32), 5, 10), ((3, 32, 64), 2, 16)]:
-        code = inductor_source(train_gpt.orthogonalize, torch.randn(shape))
-        assert "baddbmm" not in code
-        assert code.count("extern_kernels.bmm(") == bmm_calls
-        assert code.count("torch.ops.nanogpt.sym_matmul.default(") == op_calls
+    slower on the GPU). The other two products are calls of the sym_matmul op (the symmetric Triton kernel on the GPU),
+    which inductor leaves opaque."""
+    code = inductor_source(train_gpt.orthogonalize, torch.randn(3, 32, 64))
+    assert "baddbmm" not in code
+    assert code.count("extern_kernels.bmm(") == len(train_gpt.JORDAN_COEFFICIENTS) == 5
+    assert code.count("torch.ops.nanogpt.sym_matmul.default(") == 10
 
 
 @pytest.mark.parametrize("options", [{}, NORMUON], ids=["muon", "normuon"])
