@@ -542,13 +542,14 @@ attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attent
 
 
 # ----------------------------------------------------------------------------------------------
-# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C + diagonal * I, computing only the upper triangle
+# Symmetric matmul kernel: out = alpha * X @ Y^T + beta * C + diagonal * I for a product known to be symmetric
+# (Y = X by default), computing only the upper triangle
 # (track 1's kernel, copied: a record is one file)
 
 
 @triton.jit
-def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta, diagonal,
-                      stride_xb, stride_xm, stride_xk, stride_ob, stride_om, stride_on,
+def sym_matmul_kernel(x_ptr, y_ptr, c_ptr, out_ptr, M, K, alpha, beta, diagonal,
+                      stride_xb, stride_xm, stride_xk, stride_yb, stride_ym, stride_yk, stride_ob, stride_om, stride_on,
                       HAS_C: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     num_blocks = tl.cdiv(M, BLOCK_M)
     block_i = tl.program_id(0) // num_blocks
@@ -558,13 +559,13 @@ def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta, diagonal,
     batch = tl.program_id(1)
     rows = block_i * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = block_j * BLOCK_M + tl.arange(0, BLOCK_M)
-    x_batch = x_ptr + batch * stride_xb
+    x_batch, y_batch = x_ptr + batch * stride_xb, y_ptr + batch * stride_yb
     acc = tl.zeros((BLOCK_M, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         a = tl.load(x_batch + rows[:, None] * stride_xm + ks[None, :] * stride_xk,
                     mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
-        b = tl.load(x_batch + cols[None, :] * stride_xm + ks[:, None] * stride_xk,
+        b = tl.load(y_batch + cols[None, :] * stride_ym + ks[:, None] * stride_yk,
                     mask=(cols[None, :] < M) & (ks[:, None] < K), other=0.0)
         acc = tl.dot(a, b, acc)
     acc = acc * alpha
@@ -581,34 +582,38 @@ def sym_matmul_kernel(x_ptr, c_ptr, out_ptr, M, K, alpha, beta, diagonal,
 
 
 def sym_matmul_triton(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
-                      diagonal: float = 0.0) -> Tensor:
-    """Batched alpha * x @ x.mT + beta * c + diagonal * I for x of shape (B, M, K); c (B, M, M) symmetric, same
-    strides as out."""
+                      diagonal: float = 0.0, y: Tensor | None = None) -> Tensor:
+    """Batched alpha * x @ y.mT + beta * c + diagonal * I for x and y (default x) of shape (B, M, K) whose product is
+    symmetric; c (B, M, M) symmetric, same strides as out."""
     batch, m, k = x.shape
+    y = x if y is None else y
     out = x.new_empty(batch, m, m)
     block_m, block_k = 128, 64
     grid = (triton.cdiv(m, block_m) ** 2, batch)
-    sym_matmul_kernel[grid](x, out if c is None else c, out, m, k, alpha, beta, diagonal,
-                            *x.stride(), *out.stride(), HAS_C=c is not None,
+    sym_matmul_kernel[grid](x, y, out if c is None else c, out, m, k, alpha, beta, diagonal,
+                            *x.stride(), *y.stride(), *out.stride(), HAS_C=c is not None,
                             BLOCK_M=block_m, BLOCK_K=block_k, num_warps=8, num_stages=3)
     return out
 
 
 @torch.library.custom_op("nanogpt_medium::sym_matmul", mutates_args=())
 def sym_matmul(x: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
-               diagonal: float = 0.0) -> Tensor:
+               diagonal: float = 0.0, y: Tensor | None = None) -> Tensor:
     """sym_matmul_triton on CUDA tensors, torch's matmuls on others. An op opaque to torch.compile: traced into Muon's
     compiled update, the kernel was launched through inductor's path for user Triton kernels, which types the float
     arguments fp64 (Triton: fp32; pytorch/pytorch#190340), so the epilogue ran in fp64, 1.3-1.8x slower (perf/NOTES.md,
-    session 33). The op keeps x's strides, so that newton_schulz_builds can build at start-up what training launches."""
+    session 33). The op keeps x's strides, so that newton_schulz_builds can build at start-up what training launches.
+    Off the GPU the upper triangle is mirrored too, as the kernel does."""
     if x.is_cuda:
-        return sym_matmul_triton(x, c, alpha, beta, diagonal)
-    product = alpha * (x @ x.mT) if c is None else alpha * (x @ x.mT) + beta * c
-    return product + diagonal * torch.eye(x.size(-2), dtype=x.dtype, device=x.device) if diagonal else product
+        return sym_matmul_triton(x, c, alpha, beta, diagonal, y)
+    product = alpha * (x @ (x if y is None else y).mT)
+    product = product if c is None else product + beta * c
+    product = product + diagonal * torch.eye(x.size(-2), dtype=x.dtype, device=x.device) if diagonal else product
+    return product.triu() + product.triu(1).mT
 
 
 @sym_matmul.register_fake
-def _(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0):
+def _(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0, y=None):
     return x.new_empty(x.size(0), x.size(1), x.size(1))
 
 
@@ -786,20 +791,40 @@ NS_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418
                    (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012)]
 
 
+def gram_newton_schulz(gram: Tensor, steps) -> Tensor:
+    """The matrix that quintic Newton-Schulz steps x -> (a I + b R + c R R) x, R = x x^T, multiply x by, one step per
+    (a, b, c) in steps, from the Gram matrix R of the first x alone: each step's polynomial P maps R to P R P. All of
+    these are polynomials in the first R, so every product is symmetric: each is one sym_matmul."""
+    product = None
+    for step, (a, b, c) in enumerate(steps):
+        # a * I + b * R + c * R @ R: the kernel adds a on the diagonal, so that a * x + poly @ x is a plain bmm
+        # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
+        poly = sym_matmul(gram, gram, alpha=c, beta=b, diagonal=a)
+        product = poly if product is None else sym_matmul(poly, y=product)
+        if step + 1 < len(steps):
+            gram = sym_matmul(sym_matmul(poly, y=gram), y=poly)
+    return product
+
+
+def restarts(coefficients: tuple, wide: bool) -> list:
+    """The steps between two computations of x itself: for a wide x (rows < cols), Gram Newton-Schulz (Zhang, Amsel,
+    Chen, Dao 2026) iterates on the Gram matrix, a third fewer FLOPs here (cols = 4 rows); round-off in R grows into
+    spurious eigenvalues over more than three steps, so x is rebuilt and R recomputed after the first two. A square x
+    gains nothing from it: x itself every step."""
+    return [coefficients[:2], coefficients[2:]] if wide else [[step] for step in coefficients]
+
+
 def orthogonalize(g: Tensor) -> Tensor:
-    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16
-    (Keller Jordan's Muon, 2024). g: (..., rows, cols)."""
-    x = g.bfloat16().reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
+    """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations (Keller Jordan's Muon, 2024). In
+    fp16: the tensor cores' bf16 rate with 3 more mantissa bits, and x so normalised cannot overflow it.
+    g: (..., rows, cols)."""
+    x = g.half().reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
     transposed = x.size(-2) > x.size(-1)
     if transposed:
         x = x.mT
     x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-    for a, b, c in NS_COEFFICIENTS:
-        xxt = sym_matmul(x)
-        # a * I + b * A + c * A @ A: the kernel adds a on the diagonal, so that a * x + poly @ x is a plain bmm
-        # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
-        poly = sym_matmul(xxt, xxt, alpha=c, beta=b, diagonal=a)
-        x = torch.bmm(poly, x)
+    for steps in restarts(NS_COEFFICIENTS, x.size(-2) < x.size(-1)):
+        x = torch.bmm(gram_newton_schulz(sym_matmul(x), steps), x)
     return (x.mT if transposed else x).view(g.shape)
 
 
@@ -1366,15 +1391,18 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
 def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
     """sym_matmul's builds for the shapes of Muon's matrices, launched as orthogonalize calls it, one after another
     (shapes that Triton specialises alike build once): X X^T of the wide layout and, for a tall matrix, of the first
-    iteration's transposed view, then a I + b A + c A A. Submitted to the builds once Muon exists."""
-    bf16 = dict(device=device, dtype=torch.bfloat16)
+    iteration's transposed view, then a I + b A + c A A, and Gram Newton-Schulz's products of two symmetric matrices.
+    Submitted to the builds once Muon exists."""
+    fp16 = dict(device=device, dtype=torch.float16)
     for rows, cols in sorted({tuple(p.shape[-2:]) for group in muon.param_groups for p in group["params"]}):
         short_side, long_side = min(rows, cols), max(rows, cols)
-        sym_matmul_triton(torch.zeros(1, short_side, long_side, **bf16))
+        sym_matmul_triton(torch.zeros(1, short_side, long_side, **fp16))
         if rows > cols:
-            sym_matmul_triton(torch.zeros(1, long_side, short_side, **bf16).mT)
-        product = torch.zeros(1, short_side, short_side, **bf16)
+            sym_matmul_triton(torch.zeros(1, long_side, short_side, **fp16).mT)
+        product = torch.zeros(1, short_side, short_side, **fp16)
         sym_matmul_triton(product, product, 1.0, 0.0, 1.0)
+        if rows != cols:
+            sym_matmul_triton(product, y=product)
 
 
 class KernelBuilds:

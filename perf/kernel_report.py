@@ -34,16 +34,18 @@ SM_SHARED, SM_REGISTERS = 233_472, 65_536  # an sm_90 SM's shared memory (228 KB
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 # Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
-ARG_TYPES = {"x_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16", "targets_ptr": "*i32",
-             "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32", "grad_ptr": "*fp8e5",
-             "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32", "beta": "fp32",
-             "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1, "stride_on": 1,
-             "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "lambdas_ptr": "*fp32",
-             "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "grad_q_ptr": "*bf16",
-             "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16", "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16",
-             "lambda_sums_ptr": "*fp32", "eps": "fp32", "diagonal": "fp32"}
+ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16",
+             "targets_ptr": "*i32", "loss_ptr": "*fp32", "lse_ptr": "*fp32", "grad_loss_ptr": "*fp32",
+             "grad_ptr": "*fp8e5", "grad_t_ptr": "*fp8e5", "src_ptr": "*fp8e5", "dst_ptr": "*fp8e5", "alpha": "fp32",
+             "beta": "fp32", "inv_grad_s": "fp32", "log2_inv_grad_s": "fp32", "grad_max": "fp32", "stride_xk": 1,
+             "stride_yk": 1, "stride_on": 1, "row_stride": "i32", "qkv_ptr": "*bf16", "cos_ptr": "*fp32",
+             "sin_ptr": "*fp32", "lambdas_ptr": "*fp32", "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16",
+             "v_ptr": "*bf16", "grad_q_ptr": "*bf16", "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16",
+             "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16", "lambda_sums_ptr": "*fp32", "eps": "fp32",
+             "diagonal": "fp32"}
+FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
 ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
-# script: kernel name: its launch configurations there, as (constexprs, num_warps)
+# script: kernel name: its launch configurations there, as (constexprs, num_warps[, argument types])
 CONFIGS = {
     "train_gpt.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
@@ -53,7 +55,7 @@ CONFIGS = {
         "attention_inputs_backward_kernel": ATTENTION_INPUTS,
     },
     "train_gpt_medium.py": {
-        "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
+        "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8, FP16_SYM_MATMUL)],
         "softcap_ce_kernel": [(dict(BLOCK=2048, ON_GPU=True), 8)],
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": ATTENTION_INPUTS,
@@ -169,11 +171,11 @@ def main(argv: list[str]) -> int:
     path = paths[0] if paths else str(Path(__file__).resolve().parents[1] / "train_gpt.py")
     script = load_script(path)
     for name, configs in CONFIGS[Path(path).name].items():
-        for constexprs, num_warps in configs:
+        for constexprs, num_warps, *types in configs:
             if not hasattr(script, name):
                 print(f"{name}: not in this script")
                 continue
-            print(report(name, getattr(script, name), constexprs, num_warps))
+            print(report(name, getattr(script, name), constexprs, num_warps, types=types[0] if types else None))
     if hasattr(script, "MLP_LAUNCH"):
         for backward in (False, True):
             for launch in launches or [script.MLP_LAUNCH["backward" if backward else "forward"]]:

@@ -21,6 +21,7 @@ import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
 
 TRACKS = {"short": short, "medium": medium}
+NEWTON_SCHULZ_DTYPES = {"short": torch.bfloat16, "medium": torch.float16}  # orthogonalize's in each track
 TINY = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512)
 
 
@@ -68,8 +69,9 @@ def bench(name: str, tiny: bool) -> str:
 
 def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.device, repeat: int) -> str:
     """One iteration's products on a group's stack, laid out as the compiled orthogonalize lays it out: short side
-    first, contiguous (inductor writes the normed x that way)."""
-    x = stack.bfloat16()
+    first, contiguous (inductor writes the normed x that way), in orthogonalize's dtype; "poly A sym" is a product of
+    two symmetric matrices that commute, as track 2's Gram Newton-Schulz steps take them."""
+    x = stack.to(NEWTON_SCHULZ_DTYPES[name])
     x = x.mT if x.size(-2) > x.size(-1) else x
     x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).contiguous()
     xxt = script.sym_matmul(x)
@@ -83,6 +85,8 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
              "A A bmm": (lambda: torch.bmm(xxt, xxt), 2 * m * m * m),
              "poly X bmm": (lambda: torch.bmm(poly, x), 2 * m * m * n),
              "a X + poly X baddbmm": (lambda: torch.baddbmm(x, poly, x, beta=a), 2 * m * m * n)}
+    if hasattr(script, "gram_newton_schulz"):
+        parts["poly A sym"] = (lambda: script.sym_matmul(poly, y=xxt), 2 * m * m * m)
     times = {part: (timed_ms(run, device, repeat), flop * batch) for part, (run, flop) in parts.items()}
     return (f"{name} Newton-Schulz parts, {batch} x {m} x {n}: "
             + ", ".join(f"{part} {ms:.3f} ms ({flop / ms / 1e9:.0f} TFLOP/s)" for part, (ms, flop) in times.items()))

@@ -28,7 +28,8 @@ TINY_CONFIGS = [SCRIPT_CONFIG, (64, 32, 4, 3)]
 
 def stacks(script, tiny: bool, device: torch.device) -> list[torch.Tensor]:
     """One bf16 (matrices, rows, cols) stack per shape of the track's Muon matrices, wide as orthogonalize takes them
-    (contiguous: track 2's tall fc_w reaches the kernel as a transposed view)."""
+    (contiguous: track 2's tall fc_w reaches the kernel as a transposed view). Both tracks' stacks go through track
+    1's kernel in bf16; track 2 launches the same tiles in fp16, at the same tensor-core rate."""
     sizes = dict(model_dim=64, num_heads=2, head_dim=32, train_seq_len=512, val_seq_len=512) if tiny else {}
     with torch.device("meta"):
         model = script.GPT(script.Hyperparameters(**sizes))

@@ -1,7 +1,8 @@
 """train_gpt_medium.py, section "Fused head": the Triton kernel that turns softcapped logits into their cross
 entropy and overwrites them with its gradient, and the head op around it, run on CPU tensors in Triton's
 interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd. The symmetric matmul kernel, a
-copy of track 1's, is tested with it in test_train_gpt_kernels.py."""
+copy of track 1's, is tested with it in test_train_gpt_kernels.py; here, the second operand y that track 2's Gram
+Newton-Schulz adds to it."""
 
 import sys
 from pathlib import Path
@@ -81,3 +82,32 @@ def test_opcheck(interpreted, test_util):
     x, w, targets = head_case(20)
     args = (x.requires_grad_(test_util != "test_schema"), w.requires_grad_(test_util != "test_schema"), targets)
     assert torch.library.opcheck(medium.head_ce, args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+# ----------------------------------------------------------------------------------------------
+# sym_matmul's second operand: x y^T for a y that makes it symmetric (Gram Newton-Schulz's P R with P a polynomial in R)
+
+def test_sym_matmul_fallback_takes_a_second_operand_and_mirrors_the_upper_triangle():
+    x, s = torch.randn(2, 8, 4, generator=generator(20)), torch.randn(4, 4, generator=generator(21))
+    torch.testing.assert_close(medium.sym_matmul(x, y=x @ (s + s.T)), x @ (s + s.T) @ x.mT)
+    lopsided = x @ torch.randn(2, 8, 4, generator=generator(22)).mT  # not symmetric: as the kernel, the upper half
+    assert torch.equal(medium.sym_matmul(x, y=torch.randn(2, 8, 4, generator=generator(22))),
+                       lopsided.triu() + lopsided.triu(1).mT)
+
+
+@pytest.mark.parametrize("m", [64, 200])  # one diagonal block; two, the second cut by the mask
+def test_triton_sym_matmul_of_two_commuting_symmetric_matrices(require_interpreted, m):
+    """P R as the kernel computes it, against fp64 and the fallback; y is read through its own strides (a y stored
+    column by column must give x y^T, not x y)."""
+    require_interpreted(medium.sym_matmul_kernel)
+    x = torch.randn(2, m, 160, generator=generator(9))
+    r = medium.sym_matmul_triton(x / x.norm(dim=(-2, -1), keepdim=True))
+    p = medium.sym_matmul_triton(r, r, alpha=2.0315, beta=-4.7750, diagonal=3.4445)
+    out = medium.sym_matmul_triton(p, y=r)
+    torch.testing.assert_close(out.double(), p.double() @ r.double(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out, medium.sym_matmul(p, y=r), rtol=1e-4, atol=1e-5)
+    s = torch.randn(160, 160, generator=generator(10), dtype=torch.float64)
+    s = s + s.T
+    y = (x.double() @ s).float().mT.contiguous().mT  # x y^T = x s x^T, symmetric
+    torch.testing.assert_close(medium.sym_matmul_triton(x, y=y).double(), x.double() @ s @ x.double().mT,
+                               rtol=1e-4, atol=1e-3)

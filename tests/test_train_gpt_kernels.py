@@ -168,17 +168,19 @@ def test_sym_matmul_launches_triton_only_on_cuda(monkeypatch, script):
     x = torch.randn(2, 8, 4)
     torch.testing.assert_close(script.sym_matmul(x), x @ x.mT)
     c = torch.randn(2, 8, 8)
+    c = c + c.mT  # symmetric, as in orthogonalize: track 2's fallback mirrors the upper triangle, as the kernel does
     torch.testing.assert_close(script.sym_matmul(x, c, alpha=2.0, beta=-0.5), 2 * x @ x.mT - 0.5 * c)
     torch.testing.assert_close(script.sym_matmul(x, c, alpha=2.0, beta=-0.5, diagonal=3.0),
                                2 * x @ x.mT - 0.5 * c + 3 * torch.eye(8))
     assert calls == []
 
 
-def sym_matmul_launch_key(x: torch.Tensor, c: torch.Tensor | None) -> tuple:
+def sym_matmul_launch_key(x: torch.Tensor, c: torch.Tensor | None, y: torch.Tensor | None) -> tuple:
     """What Triton specialises a build of sym_matmul_kernel on, for sym_matmul_triton's arguments: the dtype, whether c
-    is given, and each int the kernel takes (sizes and strides; out is contiguous) as 1, a multiple of 16 or other."""
+    is given, and each int the kernel takes (sizes and strides; out is contiguous) as 1, a multiple of 16 or other;
+    track 2's second operand y (x where none is given) adds its strides."""
     _, m, k = x.shape
-    ints = (m, k, *x.stride(), m * m, m, 1)
+    ints = (m, k, *x.stride(), *(() if y is None else y.stride()), m * m, m, 1)
     return x.dtype, c is not None, tuple("1" if v == 1 else "16" if v % 16 == 0 else "other" for v in ints)
 
 
@@ -187,7 +189,10 @@ def sym_matmul_launch_key(x: torch.Tensor, c: torch.Tensor | None) -> tuple:
 def test_sym_matmul_opcheck(script, test_util):
     x = torch.randn(2, 8, 4)
     c = x @ x.mT
-    for args, kwargs in [((x,), {}), ((x, c), dict(alpha=2.0, beta=-0.5, diagonal=3.0))]:
+    cases = [((x,), {}), ((x, c), dict(alpha=2.0, beta=-0.5, diagonal=3.0))]
+    if script is train_gpt_medium:  # Gram Newton-Schulz's second operand
+        cases.append(((x,), dict(y=2 * x)))
+    for args, kwargs in cases:
         result = torch.library.opcheck(script.sym_matmul, args, kwargs, test_utils=test_util)
         assert result == {test_util: "SUCCESS"}
 
@@ -199,9 +204,9 @@ def test_newton_schulz_builds_launch_every_build_orthogonalize_launches(monkeypa
     specialisation, or training builds it inside warmup step 1."""
     keys, op = [], script.sym_matmul
 
-    def recorded(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0):
-        keys.append(sym_matmul_launch_key(x, c))
-        return op(x, c, alpha, beta, diagonal)
+    def recorded(x, c=None, alpha=1.0, beta=0.0, diagonal=0.0, **y):  # y: track 2's
+        keys.append(sym_matmul_launch_key(x, c, y.get("y")))
+        return op(x, c, alpha, beta, diagonal, **y)
 
     monkeypatch.setattr(script, "sym_matmul", recorded)
     monkeypatch.setattr(script, "sym_matmul_triton", recorded)
@@ -221,7 +226,9 @@ def test_newton_schulz_builds_launch_every_build_orthogonalize_launches(monkeypa
 def test_orthogonalize_calls_the_symmetric_matmul_as_opaque_ops_in_a_compiled_graph(script):
     """Traced into a compiled graph, the kernel would be launched through inductor's path for user Triton kernels,
     which types its float arguments fp64 and ran it 1.3-1.8x slower on the GPU (perf/NOTES.md, session 33): dynamo
-    must see one op call per product."""
+    must see one op call per product: a square x takes X X^T and the polynomial at each of five steps, as does a wide x
+    in track 1; track 2's Gram steps (2 + 3) take X X^T once a part, the polynomial each step, its product with the
+    previous ones from the second step, and P R P (two) before each step but a part's last."""
     graphs = []
 
     def capture(graph_module, example_inputs):
@@ -229,9 +236,12 @@ def test_orthogonalize_calls_the_symmetric_matmul_as_opaque_ops_in_a_compiled_gr
         return graph_module.forward
 
     torch._dynamo.reset()
-    torch.compile(script.orthogonalize, backend=capture, fullgraph=True)(torch.randn(2, 8, 16))
-    calls = [node.target for node in graphs[0].graph.nodes if node.op == "call_function"]
-    assert calls.count(script.sym_matmul._opoverload) == 2 * 5  # X X^T and the polynomial, five iterations
+    for shape in [(2, 8, 8), (2, 8, 16)]:
+        torch.compile(script.orthogonalize, backend=capture, fullgraph=True)(torch.randn(shape))
+    square, wide = ([node.target for node in graph.graph.nodes if node.op == "call_function"] for graph in graphs)
+    assert square.count(script.sym_matmul._opoverload) == 2 * 5
+    gram_calls = (1 + 2 + 1 + 2) + (1 + 3 + 2 + 2 * 2)
+    assert wide.count(script.sym_matmul._opoverload) == (gram_calls if script is train_gpt_medium else 2 * 5)
 
 
 # float32 and float16: the interpreter's tl.dot multiplies bfloat16 operands as raw uint16 bits, so the
