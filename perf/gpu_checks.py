@@ -272,15 +272,15 @@ def medium_mlp_checks() -> list[bool]:
     return results
 
 
-def medium_plain_newton_schulz(g, dtype=torch.bfloat16):
+def medium_plain_newton_schulz(g, dtype=torch.bfloat16, coefficients=tm.NS_COEFFICIENTS):
     """Track 2's orthogonalisation before it used sym_matmul: the same iterations with plain matmuls, in bf16 as it
-    ran (or in fp64: the reference)."""
+    ran (or in fp64: the reference), one step per (a, b, c) of coefficients."""
     x = g.to(dtype)
     transposed = x.size(-2) > x.size(-1)
     if transposed:
         x = x.mT
     x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-    for a, b, c in tm.NS_COEFFICIENTS:
+    for a, b, c in coefficients:
         xxt = x @ x.mT
         x = a * x + (b * xxt + c * xxt @ xxt) @ x
     return x.mT if transposed else x

@@ -111,14 +111,6 @@ def test_orthogonalize_matches_the_plain_matmul_iterations(sym_matmul_path, shap
     assert (error(out) < 0.005).all() and (error(out) < error(plain_newton_schulz(g)) / 3).all(), error(out)
 
 
-def plain_iterations(x, coefficients):
-    """x -> a x + (b R + c R R) x with R = x x^T, one step per (a, b, c), in x's dtype."""
-    for a, b, c in coefficients:
-        gram = x @ x.mT
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return x
-
-
 def spread_spectrum(rows, cols, power, seed):
     """Two wide matrices whose i-th singular value is i^-power, as gradients' spectra fall off."""
     gen = torch.Generator().manual_seed(seed)
@@ -149,7 +141,7 @@ def test_gram_newton_schulz_is_the_plain_iterations_in_exact_arithmetic(coeffici
     """In fp64 the Gram form (R -> P R P, x multiplied once a part) equals the iterations on x, each product's mirror
     included, with orthogonalize's restarts for either layout and with all five steps in one part."""
     g = spread_spectrum(16, 48, 1.0, seed=14)
-    reference = plain_iterations(g / (g.norm(dim=(-2, -1), keepdim=True) + 1e-7), coefficients)
+    reference = plain_newton_schulz(g, torch.float64, coefficients)
     for parts in [medium.restarts(coefficients, wide), [coefficients]]:
         assert relative_error(gram_parts(g, parts, torch.float64), reference) < 1e-12
 
