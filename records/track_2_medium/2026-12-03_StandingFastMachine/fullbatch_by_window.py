@@ -41,6 +41,10 @@ def line_fit(points: list[tuple[int, int]]) -> tuple[float, float]:
 def main(paths: list[str]):
     for path in paths:
         points = step_durations(open(path).read())
+        if len({w for w, _ in points}) == 1:
+            print(f"{path}: {len(points)} steps, all at {points[0][0]} blocks, mean "
+                  f"{sum(ms for _, ms in points) / len(points):.1f} ms; steps {[ms for _, ms in points]}")
+            continue
         intercept, slope = line_fit(points)
         mean_w = sum(w for w, _ in points) / len(points)
         print(f"{path}: {len(points)} steps, mean {sum(ms for _, ms in points) / len(points):.1f} ms")
