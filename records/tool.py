@@ -27,7 +27,8 @@ separator line, its arguments from ``argv`` and the launcher from ``command``/``
 Subcommands (``python records/tool.py <cmd> --help`` for details):
 
     extract LOG [-o FILE] [--force]       write the script back, print the command that re-runs it
-    rerun LOG [--dry-run] [-- ARGS...]    extract to a temp file and launch it (ARGS override)
+    rerun LOG [--dry-run] [-- ARGS...]    extract to a temp file and launch it (ARGS override; the recorded
+                                          --run_id is dropped, so the re-run's log takes a fresh name)
     diff LOG_A LOG_B                      diff the two scripts and their hyperparameters
     compare LOG_OR_DIR... [--target T] [--png FILE]
                                           table of runs, per-group mean/std/t-test vs the target
@@ -184,6 +185,8 @@ def reproduce_command(log, script_path):
         raise ToolError(f"{log.path}: argv line is not a JSON list") from None
     if not isinstance(overrides, list) or not all(isinstance(arg, str) for arg in overrides):
         raise ToolError(f"{log.path}: argv line is not a JSON list of strings")
+    # a re-run is a new run: its log takes a fresh name, so that it cannot overwrite the recorded one
+    overrides = [arg for arg in overrides if not arg.startswith("--run_id=")]
     try:
         world_size = int(log.header.get("world_size") or 1)
         recorded = shlex.split(log.header.get("command", ""))
@@ -274,13 +277,18 @@ def cmd_rerun(args):
     reproduce_command(log, "SCRIPT")  # a bad header is reported before the warnings
     for line in environment_warnings(log, current_environment()):
         print(line, file=sys.stderr)
+    if args.dry_run:  # writes nothing: the command names the script where extract would write it
+        out = Path(args.output or default_script_name(log))
+        print(shlex.join(launch_argv(reproduce_command(log, out)) + args.extra))
+        if not out.exists() or out.read_bytes() != log.source:
+            print(f"note: dry run, {out} not written; records/tool.py extract {shlex.quote(str(log.path))} "
+                  f"-o {shlex.quote(str(out))} writes it", file=sys.stderr)
+        return 0
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
         out = Path(args.output or Path(tmp) / default_script_name(log))
         command = launch_argv(reproduce_command(log, out)) + args.extra
         write_script(log, out, args.force)
         print(shlex.join(command), flush=True)
-        if args.dry_run:
-            return 0
         try:
             return subprocess.run(command).returncode
         except KeyboardInterrupt:  # the child got the same Ctrl-C; subprocess.run has reaped it
@@ -319,22 +327,27 @@ def cmd_diff(args):
 
 
 def collect_groups(paths):
-    """Map group name -> list of logs: one group per folder, one for all loose files."""
-    groups = {}
+    """Map group name -> list of logs: one group per folder, one for all loose files; a file named twice counts
+    once."""
+    groups, seen = {}, set()
     for name in paths:
         path = Path(name)
-        if path.is_dir():
-            logs = []
-            for file in sorted(path.glob("*.txt")):
-                try:
-                    logs.append(load_log(file))
-                except ToolError as err:
-                    print(f"warning: skipping {err}", file=sys.stderr)
-            if not logs:
-                raise ToolError(f"{path} holds no run logs")
-            groups[str(path)] = logs
-        else:
-            groups.setdefault("(files)", []).append(load_log(path))
+        files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+        logs = []
+        for file in files:
+            if file.exists() and file.resolve() in seen:
+                print(f"warning: {file} is named twice; counted once", file=sys.stderr)
+                continue
+            try:
+                logs.append(load_log(file))
+            except ToolError as err:
+                if not path.is_dir():
+                    raise
+                print(f"warning: skipping {err}", file=sys.stderr)
+            seen.add(file.resolve())
+        if path.is_dir() and not logs:
+            raise ToolError(f"{path} holds no run logs")
+        groups.setdefault(str(path) if path.is_dir() else "(files)", []).extend(logs)
     return groups
 
 
@@ -369,16 +382,16 @@ def t_cdf(t, df):
 
 
 def group_stats(losses, target):
-    """(n, mean, std, t, p) of final val losses; p for H1: mean < target (None when n < 2)."""
+    """(n, mean, std, t, p) of final val losses; p for H1: mean < target (None when n < 2 or the losses are all
+    equal: no spread, no test)."""
     n = len(losses)
     mean = sum(losses) / n if n else math.nan
     if n < 2:
         return n, mean, math.nan, None, None
     std = math.sqrt(sum((x - mean) ** 2 for x in losses) / (n - 1))
     if std == 0:
-        t = -math.inf if mean < target else math.inf
-    else:
-        t = (mean - target) / (std / math.sqrt(n))
+        return n, mean, std, None, None
+    t = (mean - target) / (std / math.sqrt(n))
     return n, mean, std, t, t_cdf(t, n - 1)
 
 
@@ -426,16 +439,44 @@ def print_table(rows):
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
+def finished(log):
+    """Whether the run reached its last step and validated there without stopping: its loss is a result."""
+    last = log.steps[-1] if log.steps else None
+    loss = number(log.last("val_loss"))
+    return (log.stopped is None and last is not None and last["step"] == last["total"] and "val_loss" in last
+            and loss is not None and math.isfinite(loss))
+
+
+def group_warnings(name, logs):
+    """Warnings about what a group's statistics mix: unfinished runs (left out), scripts, run lengths, seeds."""
+    lines = []
+    unfinished = [log for log in logs if not finished(log)]
+    if unfinished:
+        paths = ", ".join(str(log.path) for log in unfinished)
+        lines.append(f"warning: {name}: {len(unfinished)} log(s) without a finite val loss at their last step "
+                     f"(stopped or cut short) left out of the statistics: {paths}")
+    done = [log for log in logs if finished(log)]
+    for what, key in [("scripts", lambda log: log.script_name),
+                      ("run lengths (num_iterations)", lambda log: log.steps[-1]["total"])]:
+        values = sorted({str(key(log)) for log in done})
+        if len(values) > 1:
+            lines.append(f"warning: {name}: mixes {what} {', '.join(values)}; compare like runs")
+    seeds = [log.hparams["seed"] for log in done if "seed" in log.hparams]
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        lines.append(f"warning: {name}: seed {', '.join(repeated)} appears more than once; repeated seeds are "
+                     "not independent samples")
+    return lines
+
+
 def group_summary(name, logs, target):
-    """One line of statistics for a group of logs."""
-    losses = [number(log.last("val_loss")) for log in logs]
-    finite = [x for x in losses if x is not None and math.isfinite(x)]
-    if len(finite) < len(logs):
-        print(f"warning: {name}: {len(logs) - len(finite)} log(s) without a finite final val loss "
-              "left out of the statistics", file=sys.stderr)
-    n, mean, std, t, p = group_stats(finite, target)
+    """One line of statistics for a group of logs (its warnings on stderr)."""
+    for line in group_warnings(name, logs):
+        print(line, file=sys.stderr)
+    n, mean, std, t, p = group_stats([number(log.last("val_loss")) for log in logs if finished(log)], target)
     if p is None:
-        return f"group {name}: n={n} mean={mean:.4f} std=n/a t=n/a p=n/a"
+        spread = "std=0 (identical losses: no test)" if n > 1 else "std=n/a"
+        return f"group {name}: n={n} mean={mean:.4f} {spread} t=n/a p=n/a"
     verdict = f"p < {SPEEDRUN_P}" if p < SPEEDRUN_P else f"p >= {SPEEDRUN_P}"
     return (f"group {name}: n={n} mean={mean:.6f} std={std:.6f} t={t:.4f} p={p:.6g} "
             f"(H1: mean < {target}; {verdict})")
@@ -463,7 +504,19 @@ def plot_curves(logs, png):
     plt.close(fig)
 
 
+def check_png(png):
+    """--png: a .png name and matplotlib to draw it, checked before the table."""
+    if Path(png).suffix.lower() != ".png":
+        raise ToolError(f"--png {png}: give a file name ending in .png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ToolError("--png needs matplotlib: pip install matplotlib (or leave --png out)") from None
+
+
 def cmd_compare(args):
+    if args.png:
+        check_png(args.png)
     groups = collect_groups(args.logs)
     rows = [["log", "val_loss", "train_time_s", "step_avg_ms", "steps", "peak_mem_MiB", "target_reached",
              "interpolated", "note"]]

@@ -61,7 +61,7 @@ DEFAULT_ENV = {"python": "3.11.7", "torch": "2.13.0+cpu", "cuda": "none", "trito
 
 def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--device=cpu", "--num_iterations=20"),
              world_size=1, launcher=None, env=None, hparams=None, val_losses=(10.8258, 7.1234),
-             extra_tail="", nvidia_smi=None, peak=True):
+             extra_tail="", nvidia_smi=None, peak=True, total=20):
     """Write a run log in the track scripts' format and return its path (peak=False: a CPU run's log)."""
     src = source.encode() if isinstance(source, str) else source
     out = bytearray(src)
@@ -88,7 +88,6 @@ def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--devi
         lines += [f"  {line}" for line in nvidia_smi]
     lines.append("startup: settings and data checked at 1.1s")
     lines.append("warmup: 10 steps in 61.0s (compile included, state restored); training starts at 70.3s")
-    total = 20
     lines.append(f"step:0/{total} val_loss:{val_losses[0]} train_time:0ms")  # no step_avg at step 0
     for step in range(1, total + 1):
         lines.append(f"step:{step}/{total} train_loss:{9 - step * 0.1:.4f} train_time:{35 * step}ms "
@@ -205,6 +204,28 @@ def test_rerun_dry_run_warns_per_mismatch_and_appends_extra_args(tmp_path):
     assert command[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     assert "--nproc_per_node=8" in command
     assert command[-4:] == ["--device=cpu", "--num_iterations=20", "--num_iterations=3", "--lr=0.1"]
+
+
+def test_rerun_dry_run_writes_nothing_and_names_the_script_extract_writes(tmp_path):
+    log = make_log(tmp_path / "run.txt", env=this_environment())
+    result = tool("rerun", "--dry-run", log, cwd=tmp_path / ".")
+    assert result.returncode == 0, result.stderr
+    assert shlex.split(result.stdout)[:2] == [sys.executable, "train_gpt.py"]
+    assert not (tmp_path / "train_gpt.py").exists()
+    assert f"note: dry run, train_gpt.py not written; records/tool.py extract {log} -o train_gpt.py" in result.stderr
+    assert tool("extract", log, cwd=tmp_path).returncode == 0
+    assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
+
+
+def test_rerun_and_extract_drop_the_recorded_run_id(tmp_path):
+    """The script names its log after --run_id: a re-run with the recorded one would write over the log it
+    re-runs. Without it the script picks a fresh name; one given after -- still counts."""
+    log = make_log(tmp_path / "run.txt", env=this_environment(), overrides=("--run_id=seed0", "--seed=0"))
+    for result in [tool("extract", log, "-o", tmp_path / "t.py"), tool("rerun", "--dry-run", log)]:
+        assert result.returncode == 0, result.stderr
+        assert shlex.split(result.stdout.splitlines()[-1])[-1:] == ["--seed=0"]
+    result = tool("rerun", "--dry-run", log, "--", "--run_id=again")
+    assert shlex.split(result.stdout)[-2:] == ["--seed=0", "--run_id=again"]
 
 
 def test_rerun_launches_and_returns_exit_code(tmp_path):
@@ -334,9 +355,64 @@ def test_compare_tolerates_noise_nan_and_stopped_runs(tmp_path):
     result = tool("compare", good, bad)
     assert result.returncode == 0, result.stderr
     assert re.search(rf"^{re.escape(str(bad))}\s+nan\s.*stopped$", result.stdout, re.M)
-    assert "without a finite final val loss" in result.stderr
+    assert "without a finite val loss at their last step" in result.stderr and str(bad) in result.stderr
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1"
+
+
+def test_compare_leaves_out_a_run_cut_short(tmp_path):
+    """A log whose last step line is below its total (a run killed mid-way) has no result: its last val loss,
+    from an earlier step, does not enter the statistics."""
+    full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
+    cut = tmp_path / "cut.txt"
+    text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
+    cut.write_text(text[:text.index("step:11/20")])
+    result = tool("compare", full, cut)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s", result.stdout, re.M), result.stdout
+    assert "cut short" in result.stderr and str(cut) in result.stderr
+    fields, _ = parse_group_line(result.stdout, "(files)")
+    assert fields["n"] == "1" and float(fields["mean"]) == 3.27
+
+
+def test_compare_gives_no_p_value_without_spread_and_counts_a_file_once(tmp_path):
+    """Two runs ending on the same loss (a seed run twice) have std 0: no t-test, where t = -inf gave p = 0 and a
+    record's verdict. The same log named twice is one run."""
+    a = make_log(tmp_path / "a.txt", val_losses=(10.8, 3.2), hparams={"seed": "0"})
+    b = make_log(tmp_path / "b.txt", val_losses=(10.8, 3.2), hparams={"seed": "0"})
+    result = tool("compare", a, b, "--target", "3.28")
+    assert result.returncode == 0, result.stderr
+    fields, line = parse_group_line(result.stdout, "(files)")
+    assert fields["n"] == "2" and fields["p"] == "n/a" and "identical losses" in line and "p < " not in line
+    assert "warning: (files): seed 0 appears more than once" in result.stderr
+    result = tool("compare", a, tmp_path / "." / "a.txt")
+    assert "named twice" in result.stderr
+    fields, _ = parse_group_line(result.stdout, "(files)")
+    assert fields["n"] == "1"
+
+
+def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
+    short = make_log(tmp_path / "g" / "short.txt", val_losses=(10.8, 3.27), hparams={"seed": "0"})
+    make_log(tmp_path / "g" / "medium.txt", script="train_gpt_medium.py", val_losses=(10.8, 3.25),
+             hparams={"seed": "1"})
+    result = tool("compare", tmp_path / "g")
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {tmp_path / 'g'}: mixes scripts train_gpt.py, train_gpt_medium.py" in result.stderr
+    longer = make_log(tmp_path / "longer.txt", val_losses=(10.8, 3.25), hparams={"seed": "1"}, total=40)
+    result = tool("compare", short, longer)
+    assert result.stderr == "warning: (files): mixes run lengths (num_iterations) 20, 40; compare like runs\n"
+
+
+def test_compare_png_needs_a_png_name_and_matplotlib(tmp_path, monkeypatch, capsys):
+    log = make_log(tmp_path / "run.txt")
+    result = tool("compare", log, "--png", tmp_path / "curves.pdf")
+    assert result.returncode == 2 and result.stderr == f"error: --png {tmp_path / 'curves.pdf'}: give a file name " \
+        "ending in .png\n" and result.stdout == ""
+    module = load_tool_module()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert module.main(["compare", str(log), "--png", str(tmp_path / "curves.png")]) == 2
+    assert capsys.readouterr().err == "error: --png needs matplotlib: pip install matplotlib (or leave --png out)\n"
+    assert not (tmp_path / "curves.png").exists()
 
 
 def test_fallback_student_t_cdf_matches_scipy():
