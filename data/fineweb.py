@@ -17,9 +17,12 @@ number of workers.
 """
 
 import argparse
+import glob
 import json
 import os
+import shutil
 import sys
+import tempfile
 from itertools import islice
 from multiprocessing import Pool
 from pathlib import Path
@@ -32,6 +35,7 @@ import shards
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
 BATCHES_PER_WORKER = 64  # documents handed to the pool at once = workers * chunksize * this
+MAX_SHARD_TOKENS = 2**31 - 1  # the header's token count is an int32
 
 _encoder = None  # the tiktoken GPT-2 encoding of this process, set by load_encoder
 
@@ -73,30 +77,38 @@ def list_input_files(paths) -> list:
     return files
 
 
+def decode_utf8(raw: bytes, where: str, offset: int) -> str:
+    """raw as UTF-8 text; else one line naming where (file or file:line) and the bad byte's offset in the file."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: not UTF-8 text ({e.reason} at byte {offset + e.start} of the file); "
+                         f"convert it to UTF-8") from None
+
+
 def iter_local_documents(files, text_field: str):
     """Yield the documents of .jsonl files (one per line) and .txt files (one per file)."""
     for file in files:
-        try:
-            if file.suffix == ".txt":
-                yield file.read_text(encoding="utf-8")
-                continue
-            with open(file, encoding="utf-8") as lines:
-                for line_number, line in enumerate(lines, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise InputError(f"{file}:{line_number}: invalid JSON ({e.msg}); "
-                                         f"fix or remove that line") from None
-                    text = record.get(text_field) if isinstance(record, dict) else None
-                    if not isinstance(text, str):
-                        raise InputError(f"{file}:{line_number}: no string field "
-                                         f"\"{text_field}\"; pass --text_field") from None
-                    yield text
-        except UnicodeDecodeError as e:
-            raise InputError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start}); "
-                             f"convert it to UTF-8") from None
+        if file.suffix == ".txt":
+            yield decode_utf8(file.read_bytes(), str(file), 0)
+            continue
+        with open(file, "rb") as lines:
+            offset = 0
+            for line_number, raw in enumerate(lines, 1):
+                line = decode_utf8(raw, f"{file}:{line_number}", offset)
+                offset += len(raw)
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{file}:{line_number}: invalid JSON ({e.msg}); "
+                                     f"fix or remove that line") from None
+                text = record.get(text_field) if isinstance(record, dict) else None
+                if not isinstance(text, str):
+                    raise InputError(f"{file}:{line_number}: no string field "
+                                     f"\"{text_field}\"; pass --text_field") from None
+                yield text
 
 
 def open_hf_documents(dataset: str, config, split: str, text_field: str):
@@ -170,22 +182,40 @@ class ShardWriter:
         self.filled = 0
 
 
+def existing_shards(out_dir: Path, name: str) -> list:
+    pattern = glob.escape(name)  # a name such as x[1] is a name, not a pattern
+    return sorted(out_dir.glob(f"{pattern}_val_*.bin")) + sorted(out_dir.glob(f"{pattern}_train_*.bin"))
+
+
 def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
-    """Create out_dir; refuse to mix with existing <name> shards unless overwrite deletes them."""
+    """Create out_dir; refuse to mix with existing <name> shards unless overwrite (which replaces them only once
+    the new shards are complete: publish_shards)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out {out_dir} is a file; give a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(out_dir.glob(f"{name}_val_*.bin")) + sorted(out_dir.glob(f"{name}_train_*.bin"))
+    existing = existing_shards(out_dir, name)
     if existing and not overwrite:
         raise InputError(f"{out_dir} already holds {len(existing)} {name} shards; "
                          f"delete them or pass --overwrite")
-    for path in existing:
+
+
+def publish_shards(staged: list, out_dir: Path, name: str) -> list:
+    """Replace out_dir's <name> shards with the staged ones, which are complete: a run that fails earlier leaves
+    out_dir as it was, never a partial set that looks valid."""
+    for path in existing_shards(out_dir, name):
         path.unlink()
+    published = []
+    for path in staged:
+        os.replace(path, out_dir / path.name)
+        published.append(out_dir / path.name)
+    return published
 
 
 def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tuple:
     """Encode documents in a process pool, in order, into writer; return (documents, tokens)."""
     n_documents = n_tokens = 0
     with Pool(workers, initializer=load_encoder) as pool, \
-            tqdm(desc=f"tokenizing into {writer.out_dir}", unit="tok", unit_scale=True) as progress:
+            tqdm(desc=f"tokenizing into {writer.name} shards", unit="tok", unit_scale=True) as progress:
         for batch in batched(documents, workers * chunksize * BATCHES_PER_WORKER):
             for tokens in pool.imap(encode_document, batch, chunksize=chunksize):
                 writer.add(tokens)
@@ -225,13 +255,18 @@ def parse_args(argv):
     parser.add_argument("--chunksize", type=int, default=16,
                         help="documents per task sent to a worker (default: 16)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="delete existing <name> shards in the output folder first")
+                        help="replace existing <name> shards in the output folder (once the new ones are complete)")
     args = parser.parse_args(argv)
     if bool(args.inputs) == bool(args.hf):
         parser.error("give either input PATHs or --hf DATASET (exactly one of them)")
     for option in ("shard_size", "workers", "chunksize"):
         if getattr(args, option) < 1:
             parser.error(f"--{option} must be at least 1")
+    if args.shard_size > MAX_SHARD_TOKENS:
+        parser.error(f"--shard_size must be at most {MAX_SHARD_TOKENS:,} (a shard header counts its tokens in "
+                     "an int32)")
+    if os.sep in args.name or (os.altsep and os.altsep in args.name) or args.name in ("", ".", ".."):
+        parser.error(f"--name {args.name!r} must be a file name prefix, without folders (use --out for those)")
     return args
 
 
@@ -249,11 +284,15 @@ def run(args) -> str:
                          f"holding its cached files") from None
     out_dir = args.out if args.out is not None else DATA_DIR / args.name
     prepare_out_dir(out_dir, args.name, args.overwrite)
-    writer = ShardWriter(out_dir, args.name, args.shard_size)
-    n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
-    if n_documents == 0:
-        raise InputError("the input holds no documents")
-    n_shards = len(writer.paths)
+    staging = Path(tempfile.mkdtemp(prefix=f".{args.name}-partial-", dir=out_dir))
+    try:
+        writer = ShardWriter(staging, args.name, args.shard_size)
+        n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
+        if n_documents == 0:
+            raise InputError("the input holds no documents")
+        n_shards = len(publish_shards(writer.paths, out_dir, args.name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     if n_shards == 1:
         print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
               f"shard; lower --shard_size to get some", file=sys.stderr)

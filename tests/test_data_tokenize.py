@@ -143,6 +143,65 @@ def test_bad_inputs_end_in_one_error_line(tmp_path, tokenizer_env):
     assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder"
 
 
+def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, tokenizer_env, sample_jsonl):
+    """A bad line after several shards' worth of documents: no new shard is left behind (they would pass
+    check_shards and block the next run), and --overwrite keeps the old shards until the new ones are complete."""
+    late = tmp_path / "late.jsonl"
+    late.write_bytes(sample_jsonl.read_bytes() + b'{"text": oops}\n')
+    out_dir = tmp_path / "out"
+    result = tokenize(tokenizer_env, late, "--out", out_dir, "--workers", 1, "--chunksize", 1,
+                      "--shard_size", SHARD_SIZE)
+    assert result.returncode == 1 and "invalid JSON" in result.stderr.strip().splitlines()[-1]
+    assert list(out_dir.iterdir()) == []
+    assert tokenize(tokenizer_env, sample_jsonl, "--out", out_dir, "--workers", 1, "--shard_size",
+                    SHARD_SIZE).returncode == 0
+    before = {path.name: path.read_bytes() for path in shard_paths(out_dir)}
+    assert len(before) == 7
+    result = tokenize(tokenizer_env, late, "--out", out_dir, "--workers", 1, "--chunksize", 1,
+                      "--shard_size", SHARD_SIZE, "--overwrite")
+    assert result.returncode == 1
+    assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == before
+
+
+def test_non_utf8_names_the_line_and_the_files_byte(tmp_path, tokenizer_env, sample_jsonl):
+    raw = sample_jsonl.read_bytes()
+    lines = raw.count(b"\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(raw + b'{"text": "caf\xe9"}\n')
+    result = tokenize(tokenizer_env, bad, "--out", tmp_path / "out", "--workers", 1)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {bad}:{lines + 1}: not UTF-8 text (invalid continuation byte at byte {len(raw) + 13} of the "
+        "file); convert it to UTF-8")
+    text = tmp_path / "bad.txt"
+    text.write_bytes(b"fine words \xff")
+    result = tokenize(tokenizer_env, text, "--out", tmp_path / "out", "--workers", 1)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {text}: not UTF-8 text (invalid start byte at byte 11 of the file); convert it to UTF-8")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shard_size", "100000000000"], "--shard_size must be at most 2,147,483,647"),
+    (["--name", "sub/x"], "must be a file name prefix, without folders"),
+])
+def test_bad_options_are_usage_errors(tmp_path, tokenizer_env, args, message):
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+    result = tokenize(tokenizer_env, corpus, "--out", tmp_path / "out", *args)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_out_as_a_file_and_a_name_with_glob_characters(tmp_path, tokenizer_env):
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+    result = tokenize(tokenizer_env, corpus, "--out", corpus)
+    assert result.returncode == 1 and result.stderr.strip() == f"error: --out {corpus} is a file; give a folder"
+    out_dir = tmp_path / "out"
+    assert tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1).returncode == 0
+    result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1)
+    assert result.returncode == 1 and "already holds 1 x[1] shards" in result.stderr
+
+
 def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monkeypatch, capsys):
     """--hf goes through datasets.load_dataset(streaming=True); a stand-in module replaces it."""
     requests = []
