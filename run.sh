@@ -18,7 +18,14 @@ esac
 [ -f "$script" ] || { echo "error: $script is missing from $(pwd)" >&2; exit 2; }
 
 python=${PYTHON:-python}
+for arg in "$@"; do  # help needs no GPU and no launch
+    if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
+done
 if [ -n "${NPROC:-}" ]; then
+    if ! [[ $NPROC =~ ^[1-9][0-9]*$ ]]; then
+        echo "error: NPROC=$NPROC is not a process count; use 1, 2, 4 or 8" >&2
+        exit 2
+    fi
     nproc=$NPROC
 else
     gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||

@@ -1214,11 +1214,14 @@ HEADER_BYTES = 4 * HEADER_INTS
 
 def read_shard_header(path: str) -> int:
     """Validate a shard's header against its size; returns its token count."""
-    size = os.path.getsize(path)
-    if size < HEADER_BYTES:
+    try:
+        size = os.path.getsize(path)
+        header = np.fromfile(path, dtype="<i4", count=HEADER_INTS) if size >= HEADER_BYTES else None
+    except OSError as error:  # a broken link, no permission
+        raise DataError(f"{path}: cannot read it ({error.strerror}); fix the file or its pattern") from None
+    if header is None:
         raise DataError(f"{path}: truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header; "
                         "re-download or re-tokenize it")
-    header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
     if header[0] != SHARD_MAGIC:
         raise DataError(f"{path}: not a speedrun shard (magic {header[0]}, expected {SHARD_MAGIC}); "
                         "re-download or re-tokenize it")
@@ -1242,7 +1245,13 @@ def read_shard(path: str) -> Tensor:
 def find_shards(pattern: str) -> list[str]:
     files = sorted(glob.glob(pattern))
     if not files:
-        raise DataError(f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py")
+        fix = ("download FineWeb with: python data/cached_fineweb10B.py" if "fineweb" in pattern else
+               "check the pattern (a glob of shard files, e.g. 'data/<name>/<name>_train_*.bin')")
+        raise DataError(f"no files match {pattern}; {fix}")
+    for path in files:
+        if os.path.isdir(path):
+            raise DataError(f"{path} is a folder; the pattern names shard files, e.g. "
+                            f"'{os.path.join(path, '*_train_*.bin')}'")
     return files
 
 
@@ -1289,20 +1298,45 @@ def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tenso
 # Setup: checks before the slow compile, distributed init, logging
 
 
-def check_settings(args: Hyperparameters, world_size: int):
-    if 8 % world_size != 0:
-        raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
-                         "(./run.sh picks the GPU count)")
+def check_numbers(args: Hyperparameters):
+    """Every number in its range (a nonsense value would fail only after the compile, or train silently)."""
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
                 "num_heads", "head_dim", "mlp_ratio", "window_end"]
     for name in positive + ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps",
                             "muon_momentum_warmup_steps", "window_start"]:
         if getattr(args, name) < (1 if name in positive else 0):
             raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
+    for name in ["muon_momentum", "muon_momentum_start", "adam_beta1", "adam_beta2"]:
+        if not 0 <= getattr(args, name) < 1:
+            raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1)")
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name)
+        if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+            raise SetupError(f"--{f.name}={value} must be a finite number >= 0")
+    for name in ["adam_eps", "peak_tflops"]:
+        if getattr(args, name) == 0:
+            raise SetupError(f"--{name}=0 must be above 0")
+    if args.cooldown_frac > 1:
+        raise SetupError(f"--cooldown_frac={args.cooldown_frac} must be in [0, 1]")
+    if not 0 <= args.seed < 2**63:
+        raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
+
+
+def check_shapes(args: Hyperparameters):
+    """The model's and the schedule's settings fit together."""
     for name in ["train_seq_len", "val_seq_len"]:
         if getattr(args, name) % BLOCK_SIZE != 0:
             raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
                              "(the attention block size); round it to one")
+    if args.window_start > args.window_end:
+        raise SetupError(f"--window_start={args.window_start} is above --window_end={args.window_end}; the window "
+                         "grows during the run")
+    if args.profile_steps and args.profile_steps >= args.warmup_steps:
+        raise SetupError(f"--profile_steps={args.profile_steps} must be below --warmup_steps={args.warmup_steps} "
+                         "(the first warmup step compiles)")
+    if args.vocab_size <= EOT_TOKEN:
+        raise SetupError(f"--vocab_size={args.vocab_size} must be above the GPT-2 token ids of the shards (up to "
+                         f"{EOT_TOKEN}, end of text): at least {EOT_TOKEN + 1}")
     if args.head_dim % 4 != 0:
         raise SetupError(f"--head_dim={args.head_dim} must be a multiple of 4 (half-truncated rotary)")
     if args.num_heads * args.head_dim != args.model_dim:
@@ -1315,9 +1349,25 @@ def check_settings(args: Hyperparameters, world_size: int):
         raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
                          f"({args.num_layers} letters)")
     skip_pairs(args)
-    if args.profile_steps and args.profile_steps >= args.warmup_steps:
-        raise SetupError(f"--profile_steps={args.profile_steps} must be below --warmup_steps={args.warmup_steps} "
-                         "(the first warmup step compiles)")
+
+
+def check_files(args: Hyperparameters):
+    """The log is new (a run never writes over an earlier run's log) and the compile cache is a readable file."""
+    if os.path.exists(args.logs_dir) and not os.path.isdir(args.logs_dir):
+        raise SetupError(f"--logs_dir={args.logs_dir} is a file; give a folder")
+    if args.run_id and os.path.exists(log := os.path.join(args.logs_dir, f"{args.run_id}.txt")):
+        raise SetupError(f"{log} exists (an earlier run's log); pass another --run_id, or move that file")
+    cache = args.compile_cache
+    if cache and os.path.exists(cache) and not (os.path.isfile(cache) and os.access(cache, os.R_OK)):
+        raise SetupError(f"--compile_cache={cache} is not a readable file; give a file path (written after the "
+                         "warmup when missing)")
+
+
+def check_machine(args: Hyperparameters, world_size: int):
+    """The process count and the device."""
+    if world_size < 1 or 8 % world_size != 0:
+        raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
+                         "(./run.sh picks the GPU count)")
     if args.val_tokens % (world_size * args.val_seq_len) != 0:
         raise SetupError(f"--val_tokens={args.val_tokens} is not a multiple of world_size x val_seq_len = "
                          f"{world_size * args.val_seq_len}; change --val_tokens or --val_seq_len")
@@ -1332,6 +1382,21 @@ def check_settings(args: Hyperparameters, world_size: int):
         major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
+
+
+def check_settings(args: Hyperparameters, world_size: int):
+    check_numbers(args)
+    check_shapes(args)
+    check_files(args)
+    check_machine(args, world_size)
+
+
+def world_size_of_launch() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise SetupError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} is not a process count; launch with torchrun "
+                         "or ./run.sh") from None
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
@@ -1971,7 +2036,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
 
 def main():
     args = parse_args(sys.argv[1:])
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size = world_size_of_launch()
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     check_settings(args, world_size)
     args.grad_accum_steps = args.grad_accum_steps or 8 // world_size

@@ -24,7 +24,8 @@ TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "-
 CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "world size 3", "seq not multiple of 128",
               "val seq not multiple of 128", "heads x head_dim", "skip pair", "profile steps", "unknown setting",
               "malformed", "not a number", "magic shard", "version shard", "truncated shard", "corrupt shard",
-              "short shard", "no cuda"]
+              "short shard", "no cuda", "nan lr", "beta at 1", "no peak", "small vocabulary", "window backwards",
+              "world size 0", "folder as shards", "custom pattern", "log exists"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
@@ -52,6 +53,7 @@ def folder(tmp_path_factory) -> Path:
     write_raw(root / "truncated.bin", [shards.MAGIC, 1, 10], 12)
     write_raw(root / "corrupt.bin", [shards.MAGIC, 1, 10], 24)
     (root / "short.bin").write_bytes(bytes(100))
+    (root / "earlier.txt").write_text("an earlier run's log\n")
     return root
 
 
@@ -65,8 +67,8 @@ def cases(folder: Path) -> dict:
     """name -> (arguments, extra environment, expected message: exact text, or a fragment after '~')."""
     good = [f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"]
     found = {
-        "missing files": (TINY + [f"--train_files={folder}/none_*.bin", good[1]], {},
-                          f"no files match {folder}/none_*.bin; download FineWeb with: "
+        "missing files": (TINY + [f"--train_files={folder}/fineweb_*.bin", good[1]], {},
+                          f"no files match {folder}/fineweb_*.bin; download FineWeb with: "
                           "python data/cached_fineweb10B.py"),
         "too few val tokens": (TINY + good + ["--val_tokens=8192"], {},
                                "~hold 4000 tokens but --val_tokens=8192 needs 8193"),
@@ -83,6 +85,19 @@ def cases(folder: Path) -> dict:
         "unknown setting": (TINY + good + ["--nope=1"], {}, "unknown setting --nope (see --help for the list)"),
         "malformed": (TINY + good + ["--device", "cpu"], {}, "~malformed argument '--device'"),
         "not a number": (TINY + good + ["--muon_lr=fast"], {}, "--muon_lr=fast is not a number"),
+        "nan lr": (TINY + good + ["--head_lr=nan"], {}, "--head_lr=nan must be a finite number >= 0"),
+        "beta at 1": (TINY + good + ["--adam_beta2=1"], {}, "--adam_beta2=1.0 must be in [0, 1)"),
+        "no peak": (TINY + good + ["--peak_tflops=0"], {}, "--peak_tflops=0 must be above 0"),
+        "small vocabulary": (TINY + good + ["--vocab_size=1000"], {}, "~must be above the GPT-2 token ids"),
+        "window backwards": (TINY + good + ["--window_start=1024", "--window_end=128"], {},
+                             "~--window_start=1024 is above --window_end=128"),
+        "world size 0": (TINY + good, {"WORLD_SIZE": "0"}, "~world size 0 does not divide 8"),
+        "folder as shards": (TINY + [f"--train_files={folder}/", good[1]], {},
+                             f"{folder}/ is a folder; the pattern names shard files, e.g. '{folder}/*_train_*.bin'"),
+        "custom pattern": (TINY + [f"--train_files={folder}/mine_*.bin", good[1]], {},
+                           "~check the pattern (a glob of shard files"),
+        "log exists": (TINY + good + [f"--logs_dir={folder}", "--run_id=earlier"], {},
+                       f"{folder}/earlier.txt exists (an earlier run's log); pass another --run_id, or move that file"),
     }
     for name in ["magic", "version", "truncated", "corrupt", "short"]:
         found[f"{name} shard"] = (TINY + [f"--train_files={folder}/{name}.bin", good[1]], {},

@@ -58,6 +58,22 @@ def test_unknown_override_stops_before_launch(shards):
     assert "Traceback" not in output
 
 
+@pytest.mark.parametrize("nproc", ["0", "-1", "abc", "2x"])
+def test_a_process_count_that_is_no_count_stops_before_anything(nproc):
+    result = run_sh(env={"NPROC": nproc})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"error: NPROC={nproc} is not a process count; use 1, 2, 4 or 8\n"
+
+
+@pytest.mark.parametrize("track", [[], ["medium"]])
+def test_help_prints_once_without_a_gpu_or_a_launch(track):
+    result = run_sh(*track, "--num_iterations=5", "--help", env={"CUDA_VISIBLE_DEVICES": "", "NPROC": "2"})
+    assert result.returncode == 0, result.stderr
+    script = "train_gpt_medium.py" if track else "train_gpt.py"
+    assert result.stdout.startswith(f"usage: torchrun --standalone --nproc_per_node=N {script}")
+    assert result.stdout.count("usage:") == 1 and "--window_pattern=" in result.stdout
+
+
 def test_unknown_track():
     result = run_sh(env={"TRACK": "huge"})
     assert result.returncode == 2

@@ -185,6 +185,58 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     assert str(error.value) == message
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (dict(peak_tflops=0.0), "--peak_tflops=0 must be above 0"),
+    (dict(adam_lr=-1.0), "--adam_lr=-1.0 must be a finite number >= 0"),
+    (dict(muon_lr=float("nan")), "--muon_lr=nan must be a finite number >= 0"),
+    (dict(embed_lr_mult=float("inf")), "--embed_lr_mult=inf must be a finite number >= 0"),
+    (dict(adam_beta1=2.0), "--adam_beta1=2.0 must be in [0, 1)"),
+    (dict(muon_momentum=float("nan")), "--muon_momentum=nan must be in [0, 1)"),
+    (dict(cooldown_frac=5.0), "--cooldown_frac=5.0 must be in [0, 1]"),
+    (dict(seed=2**63), f"--seed={2**63} must be in [0, 2^63)"),
+    (dict(seed=-1), "--seed=-1 must be in [0, 2^63)"),
+    (dict(vocab_size=1000), "--vocab_size=1000 must be above the GPT-2 token ids of the shards (up to 50256, end "
+                            "of text): at least 50257"),
+    (dict(model_dim=64, num_heads=3, head_dim=32), "--num_heads=3 x --head_dim=32 must equal --model_dim=64 (value "
+                                                   "embeddings are added to the values)"),
+    (dict(window_start=1024, window_end=128), "--window_start=1024 is above --window_end=128; the window grows "
+                                              "during the run"),
+])
+def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
+    """Each passed the checks before and failed after the compile (a shape, a KeyError, a division by zero at the
+    first validation) or trained on nonsense."""
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
+    assert str(error.value) == message
+
+
+def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_errors(tmp_path):
+    (tmp_path / "seed0.txt").write_text("an earlier run's log\n")
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id="seed0"), 1)
+    assert str(error.value) == (f"{tmp_path / 'seed0.txt'} exists (an earlier run's log); pass another --run_id, "
+                                "or move that file")
+    train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id="seed1"), 1)
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(tmp_path / "seed0.txt")), 1)
+    assert str(error.value) == f"--logs_dir={tmp_path / 'seed0.txt'} is a file; give a folder"
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", compile_cache=str(tmp_path)), 1)
+    assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
+
+
+@pytest.mark.parametrize("world_size, message", [
+    ("0", "world size 0 does not divide 8"), ("-1", "world size -1 does not divide 8"),
+    ("abc", "WORLD_SIZE=abc is not a process count; launch with torchrun or ./run.sh"),
+])
+def test_a_bad_world_size_from_the_launcher_is_one_error(monkeypatch, world_size, message):
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
+    with pytest.raises(SetupError) as error:
+        train_gpt.main()
+    assert str(error.value).startswith(message)
+
+
 @pytest.mark.parametrize("capability, message", [
     ((8, 0), "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
              "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),

@@ -57,10 +57,26 @@ def windows(files, seq_len, count):
 def test_find_shards_sorts_and_requires_a_match(shards, tmp_path):
     assert [Path(f).name for f in train_files(shards)] == ["train_000001.bin", "train_000002.bin",
                                                            "train_000003.bin"]
-    pattern = str(tmp_path / "nothing_*.bin")
+    pattern = str(tmp_path / "fineweb10B" / "fineweb_train_*.bin")
     with pytest.raises(DataError) as error:
         train_gpt.find_shards(pattern)
     assert str(error.value) == f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py"
+    pattern = str(tmp_path / "mine" / "nothing_*.bin")
+    with pytest.raises(DataError) as error:
+        train_gpt.find_shards(pattern)
+    assert str(error.value) == (f"no files match {pattern}; check the pattern (a glob of shard files, e.g. "
+                                "'data/<name>/<name>_train_*.bin')")
+
+
+def test_a_folder_or_an_unreadable_file_among_the_shards_is_one_data_error(shards, tmp_path):
+    with pytest.raises(DataError) as error:
+        train_gpt.find_shards(str(shards) + "/")
+    assert str(error.value) == f"{shards}/ is a folder; the pattern names shard files, e.g. '{shards}/*_train_*.bin'"
+    broken = tmp_path / "broken_000001.bin"
+    broken.symlink_to(tmp_path / "gone.bin")
+    with pytest.raises(DataError) as error:
+        train_gpt.read_shard_header(str(broken))
+    assert str(error.value) == f"{broken}: cannot read it (No such file or directory); fix the file or its pattern"
 
 
 def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
@@ -259,7 +275,7 @@ def test_script_without_cuda_says_how_to_run_on_cpu(shards):
 
 
 def test_script_data_and_argument_errors_are_one_line(shards, tmp_path):
-    missing = tmp_path / "none_*.bin"
+    missing = tmp_path / "fineweb_*.bin"
     result = run_script("--device=cpu", f"--train_files={missing}", "--check_only=true")
     assert_one_error_line(result, f"no files match {missing}; download FineWeb with: "
                                   "python data/cached_fineweb10B.py")
