@@ -1909,7 +1909,21 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
         log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
     print(f"log: {log.path}", flush=True)
     log.header(args, run_id, world_size)
+    end_log_with_uncaught_errors(log)
     return log
+
+
+def end_log_with_uncaught_errors(log: RunLog):
+    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
+    log says why it stops short; the console still gets the whole traceback."""
+    console_hook = sys.excepthook
+
+    def hook(kind, error, traceback):
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        log.write(f"error: {kind.__name__}: {first_line}", console=False)
+        console_hook(kind, error, traceback)
+
+    sys.excepthook = hook
 
 
 def load_compile_cache(path: str) -> str | None:

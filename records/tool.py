@@ -126,8 +126,8 @@ def parse_tail(lines):
                 key, _, value = field.partition(":")
                 row[key] = value
             steps.append(row)
-        elif line.startswith("stopped:"):
-            stopped = line[len("stopped:"):].strip()
+        elif line.startswith(("stopped:", "error:")):  # a non-finite loss, or a crash after the log opened
+            stopped = line.partition(":")[2].strip()
         elif peak_match := PEAK_RE.match(line):
             peak = int(peak_match.group(1))
         elif HEADER_RE.match(line) and not steps:

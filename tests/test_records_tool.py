@@ -366,10 +366,10 @@ def test_compare_leaves_out_a_run_cut_short(tmp_path):
     full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
     cut = tmp_path / "cut.txt"
     text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
-    cut.write_text(text[:text.index("step:11/20")])
+    cut.write_text(text[:text.index("step:11/20")] + "error: KeyboardInterrupt: \n")  # the scripts' last line
     result = tool("compare", full, cut)
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s", result.stdout, re.M), result.stdout
+    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*stopped$", result.stdout, re.M), result.stdout
     assert "cut short" in result.stderr and str(cut) in result.stderr
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1" and float(fields["mean"]) == 3.27

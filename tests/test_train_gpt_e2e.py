@@ -159,3 +159,22 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     assert text.index("step:0/6 val_loss") < first.start() < text.index("step:1/6 train_loss")
     warmup_end = float(re.search(r"training starts at ([\d.]+)s", text).group(1))
     assert float(first.group(1)) >= warmup_end
+
+
+def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tmp_path):
+    """Ctrl-C (SIGINT) once the log is open: the log's last line names the error (a crash, an out-of-memory or a
+    lost rank end the same way), where it used to stop at the last progress note."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    process = subprocess.Popen([sys.executable, str(SCRIPT), *TINY, *data, "--num_iterations=400",
+                                "--grad_accum_steps=1", f"--logs_dir={tmp_path}", "--run_id=interrupted"],
+                               cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("log: "):
+            process.send_signal(signal.SIGINT)
+            break
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
+    log = (tmp_path / "interrupted.txt").read_text()
+    assert log.splitlines()[-1] == "error: KeyboardInterrupt: "

@@ -317,6 +317,20 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
     assert lines[1].startswith("step:4/10 train_loss:nan ")
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_console(script, tmp_path,
+                                                                                    monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "excepthook", lambda *error: seen.append(error))
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    script.end_log_with_uncaught_errors(log)
+    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+    sys.excepthook(type(error), error, None)
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == ("error: OutOfMemoryError: CUDA out of memory. "
+                                                                 "Tried to allocate 2.00 GiB")
+    assert seen == [(type(error), error, None)]
+
+
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
 
 
