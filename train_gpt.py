@@ -14,6 +14,7 @@ import functools
 import glob
 import hashlib
 import inspect
+import itertools
 import json
 import logging
 import math
@@ -1121,6 +1122,7 @@ class ShardedAdam(torch.optim.Optimizer):
 
 EOT_TOKEN = 50256
 BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
+MAX_WINDOW = 2**24  # tokens: far past any sequence length, and its block count fits the masks' int32
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -1443,8 +1445,15 @@ def sequence_windows(files: list[str], seq_len: int):
             position = int(starts[i]) + seq_len
 
 
-def count_windows(files: list[str], seq_len: int, limit: int) -> int:
-    return sum(1 for _ in zip(range(limit), sequence_windows(files, seq_len)))
+def survey_windows(files: list[str], seq_len: int, limit: int) -> tuple[int, int]:
+    """How many windows the files hold, counted up to limit, and the largest token id of the shards they come from
+    (those the run reads)."""
+    count, largest, shard = 0, 0, None
+    for tokens, _ in itertools.islice(sequence_windows(files, seq_len), limit):
+        count += 1
+        if tokens is not shard:
+            shard, largest = tokens, max(largest, int(tokens.numpy().max()))
+    return count, largest
 
 
 def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, device: torch.device):
@@ -1491,8 +1500,13 @@ def check_numbers(args: Hyperparameters):
     for name in ["adam_eps", "peak_tflops"]:
         if getattr(args, name) == 0:
             raise SetupError(f"--{name}=0 must be above 0")
-    if args.cooldown_frac > 1:
-        raise SetupError(f"--cooldown_frac={args.cooldown_frac} must be in [0, 1]")
+    for name in ["cooldown_frac", "final_lr_frac"]:
+        if getattr(args, name) > 1:
+            raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1]")
+    decay = args.muon_lr * args.muon_weight_decay
+    if decay > 1:
+        raise SetupError(f"Muon's weight decay takes a matrix's weights past zero each step (lr x weight decay = "
+                         f"{decay:g} > 1); lower --muon_weight_decay")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
 
@@ -1503,6 +1517,9 @@ def check_shapes(args: Hyperparameters):
         if getattr(args, name) % BLOCK_SIZE != 0:
             raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
                              "(the attention block size); round it to one")
+    if args.window_end > MAX_WINDOW:
+        raise SetupError(f"--window_end={args.window_end} is above {MAX_WINDOW} tokens; a window past the sequence "
+                         "length changes nothing")
     if args.window_start > args.window_end:
         raise SetupError(f"--window_start={args.window_start} is above --window_end={args.window_end}; the window "
                          "grows during the run")
@@ -1520,6 +1537,9 @@ def check_shapes(args: Hyperparameters):
     if args.num_layers < 6:
         raise SetupError(f"--num_layers={args.num_layers}: at least 6 blocks (value embeddings on the first "
                          "and last three)")
+    if args.no_attention_layer != -1 and not 0 <= args.no_attention_layer < args.num_layers:
+        raise SetupError(f"--no_attention_layer={args.no_attention_layer}: use -1 (none) or a block index from 0 to "
+                         f"{args.num_layers - 1}")
     if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
         raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
                          f"({args.num_layers} letters)")
@@ -1589,12 +1609,18 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     if val_available < args.val_tokens + 1:
         raise DataError(f"val files {args.val_files} hold {val_available} tokens but --val_tokens={args.val_tokens} "
                         f"needs {args.val_tokens + 1}; lower --val_tokens or add validation data")
-    needed = args.num_iterations * world_size * grad_accum_steps
-    available = count_windows(train_files, args.train_seq_len, needed)
+    # the warmup reads the stream from its start too, and then the training steps do
+    needed = max(args.num_iterations, args.warmup_steps) * world_size * grad_accum_steps
+    available, largest = survey_windows(train_files, args.train_seq_len, needed)
     if available < needed:
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
                         f"tokens starting at a document start, the run needs {needed}; download more shards "
                         "(python data/cached_fineweb10B.py N) or lower --num_iterations")
+    largest_val = max((int(tokens.numpy().max()) for tokens in map(read_shard, val_files) if len(tokens)), default=0)
+    for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
+        if token >= args.vocab_size:
+            raise DataError(f"{pattern} hold token id {token}, outside --vocab_size={args.vocab_size}; check them "
+                            "with python data/check_shards.py (GPT-2 tokens are below 50257)")
     return train_files, val_files
 
 
@@ -1747,6 +1773,14 @@ def window_blocks(step: int, args: Hyperparameters) -> int:
     (the record's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
     progress = min(step / args.num_iterations, 1.0)
     return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
+
+
+def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Tensor]:
+    """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
+    tensor: no host-to-device copy per step, and none made for windows no step uses."""
+    steps = range(max(args.num_iterations, args.warmup_steps) + 1)
+    used = {1} | {window_blocks(step, args) for step in steps}
+    return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
 
 
 def set_schedules(optimizers, step: int, args: Hyperparameters):
@@ -1907,9 +1941,9 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     run_id = args.run_id or str(uuid.uuid4())
     with open(__file__, "rb") as f:
         log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    end_log_with_uncaught_errors(log)
     print(f"log: {log.path}", flush=True)
     log.header(args, run_id, world_size)
-    end_log_with_uncaught_errors(log)
     return log
 
 
@@ -2238,8 +2272,7 @@ def main():
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
-    windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
-               for w in range(1, window_blocks(args.num_iterations, args) + 1)}
+    windows = window_tensors(args, device)
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s")
 
     warmup_start = time.perf_counter()

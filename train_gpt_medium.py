@@ -14,6 +14,7 @@ import functools
 import glob
 import hashlib
 import inspect
+import itertools
 import json
 import logging
 import math
@@ -979,6 +980,7 @@ class ShardedAdam(torch.optim.Optimizer):
 
 EOT_TOKEN = 50256
 BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
+MAX_WINDOW = 2**24  # tokens: far past any sequence length, and its block count fits the masks' int32
 HEAD_CHUNKS = 4  # validation computes the lm_head in this many chunks to cap memory (record 7)
 
 
@@ -1269,8 +1271,15 @@ def sequence_windows(files: list[str], seq_len: int):
             position = int(starts[i]) + seq_len
 
 
-def count_windows(files: list[str], seq_len: int, limit: int) -> int:
-    return sum(1 for _ in zip(range(limit), sequence_windows(files, seq_len)))
+def survey_windows(files: list[str], seq_len: int, limit: int) -> tuple[int, int]:
+    """How many windows the files hold, counted up to limit, and the largest token id of the shards they come from
+    (those the run reads)."""
+    count, largest, shard = 0, 0, None
+    for tokens, _ in itertools.islice(sequence_windows(files, seq_len), limit):
+        count += 1
+        if tokens is not shard:
+            shard, largest = tokens, max(largest, int(tokens.numpy().max()))
+    return count, largest
 
 
 def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, device: torch.device):
@@ -1316,8 +1325,13 @@ def check_numbers(args: Hyperparameters):
     for name in ["adam_eps", "peak_tflops"]:
         if getattr(args, name) == 0:
             raise SetupError(f"--{name}=0 must be above 0")
-    if args.cooldown_frac > 1:
-        raise SetupError(f"--cooldown_frac={args.cooldown_frac} must be in [0, 1]")
+    for name in ["cooldown_frac", "final_lr_frac"]:
+        if getattr(args, name) > 1:
+            raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1]")
+    decay = args.muon_lr * args.muon_weight_decay * max(1.0, args.mlp_weight_decay_mult)
+    if decay > 1:
+        raise SetupError(f"Muon's weight decay takes a matrix's weights past zero each step (lr x weight decay = "
+                         f"{decay:g} > 1); lower --muon_weight_decay")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
 
@@ -1328,6 +1342,9 @@ def check_shapes(args: Hyperparameters):
         if getattr(args, name) % BLOCK_SIZE != 0:
             raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "
                              "(the attention block size); round it to one")
+    if args.window_end > MAX_WINDOW:
+        raise SetupError(f"--window_end={args.window_end} is above {MAX_WINDOW} tokens; a window past the sequence "
+                         "length changes nothing")
     if args.window_start > args.window_end:
         raise SetupError(f"--window_start={args.window_start} is above --window_end={args.window_end}; the window "
                          "grows during the run")
@@ -1345,6 +1362,9 @@ def check_shapes(args: Hyperparameters):
     if args.num_layers < 6:
         raise SetupError(f"--num_layers={args.num_layers}: at least 6 blocks (value embeddings on the first "
                          "and last three)")
+    if args.no_attention_layer != -1 and not 0 <= args.no_attention_layer < args.num_layers:
+        raise SetupError(f"--no_attention_layer={args.no_attention_layer}: use -1 (none) or a block index from 0 to "
+                         f"{args.num_layers - 1}")
     if len(args.window_pattern) != args.num_layers or set(args.window_pattern) - {"L", "S"}:
         raise SetupError(f"--window_pattern={args.window_pattern} needs one L or S per block "
                          f"({args.num_layers} letters)")
@@ -1408,12 +1428,18 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     if val_available < args.val_tokens + 1:
         raise DataError(f"val files {args.val_files} hold {val_available} tokens but --val_tokens={args.val_tokens} "
                         f"needs {args.val_tokens + 1}; lower --val_tokens or add validation data")
-    needed = args.num_iterations * world_size * grad_accum_steps
-    available = count_windows(train_files, args.train_seq_len, needed)
+    # the warmup reads the stream from its start too, and then the training steps do
+    needed = max(args.num_iterations, args.warmup_steps) * world_size * grad_accum_steps
+    available, largest = survey_windows(train_files, args.train_seq_len, needed)
     if available < needed:
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
                         f"tokens starting at a document start, the run needs {needed}; download more shards "
                         "(python data/cached_fineweb10B.py N) or lower --num_iterations")
+    largest_val = max((int(tokens.numpy().max()) for tokens in map(read_shard, val_files) if len(tokens)), default=0)
+    for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
+        if token >= args.vocab_size:
+            raise DataError(f"{pattern} hold token id {token}, outside --vocab_size={args.vocab_size}; check them "
+                            "with python data/check_shards.py (GPT-2 tokens are below 50257)")
     return train_files, val_files
 
 
@@ -1791,6 +1817,14 @@ def window_blocks(step: int, args: Hyperparameters) -> int:
     return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
 
 
+def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Tensor]:
+    """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
+    tensor: no host-to-device copy per step, and none made for windows no step uses."""
+    steps = range(max(args.num_iterations, args.warmup_steps) + 1)
+    used = {1} | {window_blocks(step, args) for step in steps}
+    return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
+
+
 def flops_per_step(model: GPT, args: Hyperparameters, tokens_per_step: int) -> float:
     """6 x matmul params x tokens, plus attention's two matmuls (12 x width x keys per query, forward and
     backward) with the run's mean window as keys (half of it in S layers)."""
@@ -1965,9 +1999,9 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     run_id = args.run_id or str(uuid.uuid4())
     with open(__file__, "rb") as f:
         log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    end_log_with_uncaught_errors(log)
     print(f"log: {log.path}", flush=True)
     log.header(args, run_id, world_size)
-    end_log_with_uncaught_errors(log)
     return log
 
 
@@ -2078,8 +2112,7 @@ def main():
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
-    windows = {w: torch.tensor(w, dtype=torch.int32, device=device)  # no host-to-device copy per step
-               for w in range(1, window_blocks(args.num_iterations, args) + 1)}
+    windows = window_tensors(args, device)
     flops = flops_per_step(raw_model, args, global_batch_tokens(args, world_size))
     log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s; "
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
@@ -2106,6 +2139,7 @@ def main():
     failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
                         device, flops)
     if failed_step is not None:
+        clock.stop()  # train returned with it running: its last steps count in the time line
         log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
                   "the data")
     log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "

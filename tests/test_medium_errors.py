@@ -25,7 +25,8 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
               "val seq not multiple of 128", "heads x head_dim", "skip pair", "profile steps", "unknown setting",
               "malformed", "not a number", "magic shard", "version shard", "truncated shard", "corrupt shard",
               "short shard", "no cuda", "nan lr", "beta at 1", "no peak", "small vocabulary", "window backwards",
-              "world size 0", "folder as shards", "custom pattern", "log exists"]
+              "world size 0", "folder as shards", "custom pattern", "log exists", "no-attention block",
+              "weight decay past zero"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
@@ -46,7 +47,7 @@ def write_raw(path: Path, header_values, payload_bytes: int) -> Path:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("medium_errors")
-    shards.write_shard(root / "good_train_000001.bin", documents(20_000))
+    shards.write_shard(root / "good_train_000001.bin", documents(60_000))  # more than the default warmup's 80 sequences
     shards.write_shard(root / "good_val_000000.bin", documents(4_000))
     write_raw(root / "magic.bin", [12345, 1, 10], 20)
     write_raw(root / "version.bin", [shards.MAGIC, 2, 10], 20)
@@ -96,6 +97,9 @@ def cases(folder: Path) -> dict:
                              f"{folder}/ is a folder; the pattern names shard files, e.g. '{folder}/*_train_*.bin'"),
         "custom pattern": (TINY + [f"--train_files={folder}/mine_*.bin", good[1]], {},
                            "~check the pattern (a glob of shard files"),
+        "no-attention block": (TINY + good + ["--no_attention_layer=16"], {},
+                               "--no_attention_layer=16: use -1 (none) or a block index from 0 to 15"),
+        "weight decay past zero": (TINY + good + ["--muon_weight_decay=30"], {}, "~lower --muon_weight_decay"),
         "log exists": (TINY + good + [f"--logs_dir={folder}", "--run_id=earlier"], {},
                        f"{folder}/earlier.txt exists (an earlier run's log); pass another --run_id, or move that file"),
     }

@@ -98,3 +98,21 @@ def test_console_and_log_explain_the_time(runs):
                                   r"0\.0s\), validation [\d.]+s \(compiling 0\.0s\), state restored [\d.]+s "
                                   r"\(compiling 0\.0s\)", parts.group(1)), parts
     assert "step:4/4 val_loss" in result.stdout
+
+
+def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path):
+    """train() returns at the non-finite step with the clock running; the time line used to leave those steps out
+    (training 0.0s after 3 s of steps)."""
+    rng = np.random.default_rng(1)
+    shards.write_shard(tmp_path / "nan_train_000001.bin", documents(rng, 1 << 15))
+    shards.write_shard(tmp_path / "nan_val_000000.bin", documents(rng, 4096))
+    result = subprocess.run([sys.executable, str(SCRIPT), *TINY, f"--train_files={tmp_path}/nan_train_*.bin",
+                             f"--val_files={tmp_path}/nan_val_*.bin", f"--logs_dir={tmp_path}", "--run_id=nan",
+                             "--grad_accum_steps=1", "--warmup_steps=0", "--val_loss_every=0", "--head_lr=1e38"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    text = (tmp_path / "nan.txt").read_text()
+    assert result.returncode == 1 and "stopped: non-finite train loss at step" in text, text[-2000:]
+    last_step_ms = int(re.findall(r"^step:\d+/4 train_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
+    training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", text, re.MULTILINE).group(1))
+    assert training_s >= last_step_ms / 1000 - 0.05

@@ -201,6 +201,13 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
                                                    "embeddings are added to the values)"),
     (dict(window_start=1024, window_end=128), "--window_start=1024 is above --window_end=128; the window grows "
                                               "during the run"),
+    (dict(window_end=2**24 + 1), f"--window_end={2**24 + 1} is above {2**24} tokens; a window past the sequence "
+                                 "length changes nothing"),
+    (dict(no_attention_layer=12), "--no_attention_layer=12: use -1 (none) or a block index from 0 to 11"),
+    (dict(no_attention_layer=-7), "--no_attention_layer=-7: use -1 (none) or a block index from 0 to 11"),
+    (dict(final_lr_frac=1.5), "--final_lr_frac=1.5 must be in [0, 1]"),
+    (dict(muon_weight_decay=30.0), "Muon's weight decay takes a matrix's weights past zero each step (lr x weight "
+                                   "decay = 1.5 > 1); lower --muon_weight_decay"),
 ])
 def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     """Each passed the checks before and failed after the compile (a shape, a KeyError, a division by zero at the
@@ -252,3 +259,15 @@ def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capabilit
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(), 1)
     assert str(error.value) == message
+
+
+def test_window_tensors_are_made_for_the_windows_the_run_uses():
+    """A window per block count that a warmup step, a training step or the warmup's validation (1 block) uses: a
+    window_end of millions of tokens made one tensor per block up to it (7.8M tensors, 57 s of start-up)."""
+    args = Hyperparameters(num_iterations=4, warmup_steps=6, window_start=512, window_end=2**24, device="cpu")
+    windows = train_gpt.window_tensors(args, torch.device("cpu"))
+    expected = {1} | {train_gpt.window_blocks(step, args) for step in range(7)}
+    assert sorted(windows) == sorted(expected) and len(windows) == 6
+    assert all(tensor.item() == w and tensor.dtype == torch.int32 for w, tensor in windows.items())
+    default = train_gpt.window_tensors(Hyperparameters(device="cpu"), torch.device("cpu"))
+    assert sorted(default) == list(range(1, 15))  # the record's 1 -> 14 blocks, every one used

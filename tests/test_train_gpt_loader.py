@@ -98,8 +98,10 @@ def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
         # and the shard ends where no further document has seq_len + 1 tokens left
         later = eot_positions[eot_positions >= starts[-1] + SEQ_LEN]
         assert later.size == 0 or later[0] + SEQ_LEN + 1 > len(tokens)
-    assert train_gpt.count_windows(files, SEQ_LEN, 10 ** 9) == len(found)
-    assert train_gpt.count_windows(files, SEQ_LEN, 7) == 7
+    largest = max(int(train_gpt.read_shard(path).numpy().max()) for path in files)
+    assert train_gpt.survey_windows(files, SEQ_LEN, 10 ** 9) == (len(found), largest)
+    first_shard = int(train_gpt.read_shard(files[0]).numpy().max())
+    assert train_gpt.survey_windows(files, SEQ_LEN, 7) == (7, first_shard)  # only the shards the windows come from
 
 
 def test_train_batches_are_bos_aligned_shifted_pairs(shards):
@@ -184,7 +186,7 @@ def test_check_data_accepts_enough_data(shards):
 
 
 def test_check_data_reports_too_few_training_sequences(shards):
-    available = train_gpt.count_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+    available, _ = train_gpt.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
     steps = available // 8 + 1
     with pytest.raises(DataError) as error:
         train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
@@ -299,3 +301,28 @@ def test_script_with_an_unreadable_compile_cache_says_how_to_recover(shards, tmp
                         "--val_tokens=1024", "--num_iterations=2", f"--compile_cache={cache}")
     assert_one_error_line(result, f"--compile_cache={cache} could not be loaded (corrupt, or not torch.compile "
                                   "artifacts); delete it to compile from scratch and write a new one")
+
+
+def test_check_data_counts_the_warmups_sequences_too(shards):
+    """The warmup reads the stream from its start: with more warmup steps than training steps it needs more."""
+    available, _ = train_gpt.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+    steps = available // 8 + 1
+    train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=available // 8), 2, 4)
+    with pytest.raises(DataError) as error:
+        train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=steps), 2, 4)
+    assert f"the run needs {steps * 8};" in str(error.value)
+
+
+@pytest.mark.parametrize("which", ["train", "val"])
+def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, which):
+    rng = np.random.default_rng(0)
+    for name in ["train_000001.bin", "val_000000.bin"]:
+        tokens = documents(rng, 6_000)
+        if name.startswith(which):
+            tokens[3_000] = 60_000
+        write_shard(tmp_path / name, tokens)
+    with pytest.raises(DataError) as error:
+        train_gpt.check_data(data_args(tmp_path), 1, 1)
+    assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 60000, outside --vocab_size=50257; "
+                                "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
+    train_gpt.check_data(data_args(tmp_path, vocab_size=60_001), 1, 1)
