@@ -3,6 +3,7 @@
 #   ./run.sh                 track 1 (train_gpt.py), GPT-2 small to 3.28
 #   ./run.sh medium          track 2 (train_gpt_medium.py), GPT-2 medium to 2.92  (or TRACK=medium ./run.sh)
 # Uses the largest divisor of 8 that is <= the GPU count; gradient accumulation keeps the 8-GPU batch.
+# Launches torchrun's launcher through PYTHON (default: python), the interpreter that checks the settings first.
 # NPROC=n overrides the process count (e.g. NPROC=2 ./run.sh --device=cpu ... for a CPU smoke run).
 # Extra arguments are passed to the script; `python train_gpt.py --help` lists them.
 set -euo pipefail
@@ -44,9 +45,18 @@ fi
 # Check settings, data and devices first: a mistake is one line here, not a traceback per process.
 WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
 
-if command -v torchrun > /dev/null; then
-    launcher=(torchrun)
-else
-    launcher=("$python" -m torch.distributed.run)
-fi
-exec "${launcher[@]}" --standalone --nproc_per_node="$nproc" "$script" "$@"
+# torchrun's launcher, with the same python as the check. A process that fails has printed its own error; the
+# launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status.
+exec "$python" -c '
+import sys
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import main
+try:
+    main(sys.argv[1:])
+except ChildFailedError as failed:
+    rank, failure = failed.get_first_failure()
+    code = failure.exitcode
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    print(f"error: rank {rank} {how} (its output is above)", file=sys.stderr)
+    sys.exit(code if code > 0 else 1)
+' --standalone --nproc_per_node="$nproc" "$script" "$@"

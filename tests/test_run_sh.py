@@ -94,3 +94,18 @@ def test_two_processes_without_torchrun_on_path(shards, tmp_path):
     log = (logs / "viarunsh.txt").read_text()
     assert "world_size: 2" in log
     assert "step:2/2 val_loss:" in log
+
+
+def test_a_process_that_fails_after_the_launch_ends_in_its_error_and_one_line_from_the_launcher(shards, tmp_path):
+    """A compile cache that cannot be loaded is found by the processes (loading it is the check): each rank's one
+    line, then one line naming the rank, where torchrun printed its launcher's 30-40-line traceback."""
+    cache = tmp_path / "cache.bin"
+    cache.write_bytes(b"not torch.compile artifacts")
+    result = run_sh(*TINY, *data_args(shards), f"--logs_dir={tmp_path / 'logs'}", f"--compile_cache={cache}",
+                    env={"NPROC": "2"})
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "ChildFailedError" not in output
+    assert f"error: --compile_cache={cache} could not be loaded" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # either rank may fail first
+    assert last in [f"error: rank {rank} exited with status 2 (its output is above)" for rank in (0, 1)], last
