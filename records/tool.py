@@ -458,9 +458,9 @@ def group_warnings(name, logs):
     done = [log for log in logs if finished(log)]
     for what, key in [("scripts", lambda log: log.script_name),
                       ("run lengths (num_iterations)", lambda log: log.steps[-1]["total"])]:
-        values = sorted({str(key(log)) for log in done})
+        values = sorted({key(log) for log in done})  # names or step counts, each sorted as what it is
         if len(values) > 1:
-            lines.append(f"warning: {name}: mixes {what} {', '.join(values)}; compare like runs")
+            lines.append(f"warning: {name}: mixes {what} {', '.join(map(str, values))}; compare like runs")
     seeds = [log.hparams["seed"] for log in done if "seed" in log.hparams]
     repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
     if repeated:

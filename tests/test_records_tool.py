@@ -398,9 +398,9 @@ def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
     result = tool("compare", tmp_path / "g")
     assert result.returncode == 0, result.stderr
     assert f"warning: {tmp_path / 'g'}: mixes scripts train_gpt.py, train_gpt_medium.py" in result.stderr
-    longer = make_log(tmp_path / "longer.txt", val_losses=(10.8, 3.25), hparams={"seed": "1"}, total=40)
+    longer = make_log(tmp_path / "longer.txt", val_losses=(10.8, 3.25), hparams={"seed": "1"}, total=100)
     result = tool("compare", short, longer)
-    assert result.stderr == "warning: (files): mixes run lengths (num_iterations) 20, 40; compare like runs\n"
+    assert result.stderr == "warning: (files): mixes run lengths (num_iterations) 20, 100; compare like runs\n"
 
 
 def test_compare_png_needs_a_png_name_and_matplotlib(tmp_path, monkeypatch, capsys):
