@@ -332,22 +332,22 @@ def collect_groups(paths):
     groups, seen = {}, set()
     for name in paths:
         path = Path(name)
-        files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+        folder = path.is_dir()
         logs = []
-        for file in files:
+        for file in sorted(path.glob("*.txt")) if folder else [path]:
             if file.exists() and file.resolve() in seen:
                 print(f"warning: {file} is named twice; counted once", file=sys.stderr)
                 continue
             try:
                 logs.append(load_log(file))
             except ToolError as err:
-                if not path.is_dir():
+                if not folder:
                     raise
                 print(f"warning: skipping {err}", file=sys.stderr)
             seen.add(file.resolve())
-        if path.is_dir() and not logs:
+        if folder and not logs:
             raise ToolError(f"{path} holds no run logs")
-        groups.setdefault(str(path) if path.is_dir() else "(files)", []).extend(logs)
+        groups.setdefault(str(path) if folder else "(files)", []).extend(logs)
     return groups
 
 
@@ -442,20 +442,18 @@ def print_table(rows):
 def finished(log):
     """Whether the run reached its last step and validated there without stopping: its loss is a result."""
     last = log.steps[-1] if log.steps else None
-    loss = number(log.last("val_loss"))
-    return (log.stopped is None and last is not None and last["step"] == last["total"] and "val_loss" in last
-            and loss is not None and math.isfinite(loss))
+    loss = number(last.get("val_loss")) if last else None
+    return log.stopped is None and loss is not None and last["step"] == last["total"] and math.isfinite(loss)
 
 
-def group_warnings(name, logs):
-    """Warnings about what a group's statistics mix: unfinished runs (left out), scripts, run lengths, seeds."""
+def group_warnings(name, done, unfinished):
+    """Warnings about what a group's statistics (over done, its finished logs) mix: unfinished runs (left out),
+    scripts, run lengths, seeds."""
     lines = []
-    unfinished = [log for log in logs if not finished(log)]
     if unfinished:
         paths = ", ".join(str(log.path) for log in unfinished)
         lines.append(f"warning: {name}: {len(unfinished)} log(s) without a finite val loss at their last step "
                      f"(stopped or cut short) left out of the statistics: {paths}")
-    done = [log for log in logs if finished(log)]
     for what, key in [("scripts", lambda log: log.script_name),
                       ("run lengths (num_iterations)", lambda log: log.steps[-1]["total"])]:
         values = sorted({key(log) for log in done})  # names or step counts, each sorted as what it is
@@ -471,9 +469,12 @@ def group_warnings(name, logs):
 
 def group_summary(name, logs, target):
     """One line of statistics for a group of logs (its warnings on stderr)."""
-    for line in group_warnings(name, logs):
+    done, unfinished = [], []
+    for log in logs:
+        (done if finished(log) else unfinished).append(log)
+    for line in group_warnings(name, done, unfinished):
         print(line, file=sys.stderr)
-    n, mean, std, t, p = group_stats([number(log.last("val_loss")) for log in logs if finished(log)], target)
+    n, mean, std, t, p = group_stats([number(log.steps[-1]["val_loss"]) for log in done], target)
     if p is None:
         spread = "std=0 (identical losses: no test)" if n > 1 else "std=n/a"
         return f"group {name}: n={n} mean={mean:.4f} {spread} t=n/a p=n/a"
