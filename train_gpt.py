@@ -1756,8 +1756,10 @@ class NullLog:
 
 
 def lr_multiplier(step: int, args: Hyperparameters) -> float:
-    progress = step / args.num_iterations
-    if progress < 1 - args.cooldown_frac:
+    """1 until the cooldown, then linear down to final_lr_frac at num_iterations, held there for any warmup steps
+    past the schedule (more warmup steps than training steps is allowed)."""
+    progress = min(step / args.num_iterations, 1.0)
+    if args.cooldown_frac == 0 or progress < 1 - args.cooldown_frac:
         return 1.0
     w = (1 - progress) / args.cooldown_frac
     return w + (1 - w) * args.final_lr_frac

@@ -275,6 +275,13 @@ def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
     torch.testing.assert_close(weight.detach().float(), reference.detach(), rtol=2**-7, atol=1e-6)
 
 
+def test_lr_multiplier_past_the_schedule_holds_the_final_frac():
+    args = medium.Hyperparameters(num_iterations=5)
+    assert [medium.lr_multiplier(s, args) for s in (5, 6, 9)] == [0.0, 0.0, 0.0]  # not negative
+    flat = medium.Hyperparameters(num_iterations=5, cooldown_frac=0.0)
+    assert [medium.lr_multiplier(s, flat) for s in range(10)] == [1.0] * 10
+
+
 def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
     args = medium.Hyperparameters(num_iterations=6450)
     assert medium.lr_multiplier(0, args) == medium.lr_multiplier(2579, args) == 1.0  # flat for 40%

@@ -369,6 +369,15 @@ def test_lr_multiplier_is_flat_then_decays_linearly_to_final_frac():
     assert all(a >= b for a, b in zip(values, values[1:]))
 
 
+def test_lr_multiplier_past_the_schedule_holds_the_final_frac():
+    """Warmup steps may outnumber training steps: they run at the schedule's end, not at negative rates or a
+    division by a zero cooldown."""
+    args = Hyperparameters(num_iterations=5, cooldown_frac=0.45, final_lr_frac=0.1)
+    assert [train_gpt.lr_multiplier(s, args) for s in (5, 6, 9)] == pytest.approx([0.1, 0.1, 0.1])
+    flat = Hyperparameters(num_iterations=5, cooldown_frac=0.0)
+    assert [train_gpt.lr_multiplier(s, flat) for s in range(10)] == [1.0] * 10
+
+
 def test_muon_momentum_warmup():
     args = Hyperparameters(muon_momentum_start=0.85, muon_momentum=0.95, muon_momentum_warmup_steps=300)
     assert train_gpt.muon_momentum(0, args) == pytest.approx(0.85)
