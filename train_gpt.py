@@ -928,29 +928,31 @@ def orthogonalize(g: Tensor, coefficients: tuple = JORDAN_COEFFICIENTS, norm_sca
     """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations in bf16, one per
     (a, b, c) in coefficients, after dividing by the Frobenius norm times norm_scale. g: (B, rows, cols)."""
     x = g.bfloat16()
-    transposed = x.size(-2) > x.size(-1)
-    if transposed:
+    tall = x.size(-2) > x.size(-1)
+    if tall:
         x = x.mT
     x = x / (x.norm(dim=(-2, -1), keepdim=True) * norm_scale + 1e-7)
     for a, b, c in coefficients:
         xxt = sym_matmul(x)
-        # a * I + b * A + c * A @ A: the kernel adds a on the diagonal, so that a * x + poly @ x is a plain bmm
+        # poly = a * I + b * A + c * A @ A: the kernel adds a on the diagonal, so that a * x + (b A + c A A) x is
+        # one plain bmm, poly @ x
         # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
         poly = sym_matmul(xxt, xxt, alpha=c, beta=b, diagonal=a)
         x = torch.bmm(poly, x)
-    return x.mT if transposed else x
+    return x.mT if tall else x
 
 
 class Comm:
-    """Reduce-scatter / all-gather over the first dimension; with one process they are copies."""
+    """Reduce-scatter / all-gather over the first dimension; with one process there is nothing to do: the full
+    tensor is the shard."""
 
     def __init__(self, rank: int, world_size: int):
         self.rank, self.world_size = rank, world_size
 
     def reduce_scatter_avg(self, full: Tensor):
-        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
         if self.world_size == 1:
             return full, None
+        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
         return shard, dist.reduce_scatter_tensor(shard, full, op=dist.ReduceOp.AVG, async_op=True)
 
     def all_gather(self, full: Tensor, shard: Tensor):
@@ -1793,40 +1795,41 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
                 group["momentum"] = muon_momentum(step, args)
 
 
-def train_step(model, optimizers, batches, step: int, args, grad_accum_steps: int, windows: dict) -> Tensor:
+def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
     """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
     window = windows[window_blocks(step, args)]
     total = torch.zeros((), device=window.device)
-    for _ in range(grad_accum_steps):
+    for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
         loss = model(inputs, targets, window)
-        (loss / grad_accum_steps).backward()
+        (loss / args.grad_accum_steps).backward()
         total += loss.detach()
     set_schedules(optimizers, step, args)
     for opt in optimizers:
         opt.step()
     model.zero_grad(set_to_none=True)
-    return total / (grad_accum_steps * args.train_seq_len)
+    return total / (args.grad_accum_steps * args.train_seq_len)
 
 
 @torch.no_grad()
 def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
     model.eval()
     steps = args.val_tokens // (world_size * args.val_seq_len)
+    steps = min(steps, max_steps or steps)
     total = torch.zeros((), device=val_tokens.device)
-    for s in range(min(steps, max_steps or steps)):
+    for s in range(steps):
         start = (s * world_size + rank) * args.val_seq_len
         chunk = val_tokens[start:start + args.val_seq_len + 1]
         total += model(chunk[:-1], chunk[1:], window)
     model.train()
-    loss = total / min(steps, max_steps or steps)
+    loss = total / steps
     if world_size > 1:
         dist.all_reduce(loss, op=dist.ReduceOp.AVG)
     return loss.item()
 
 
 def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
-    hidden = [p for name, p in model.blocks.named_parameters() if p.ndim >= 2]
+    hidden = [p for p in model.blocks.parameters() if p.ndim >= 2]
     adam_groups = [dict(params=[model.embed.weight], lr=args.adam_lr * args.embed_lr_mult),
                    dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
                    dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
@@ -2191,7 +2194,7 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
 
     def run_steps(steps):
         for step in steps:
-            train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+            train_step(model, optimizers, batches, step, args, windows)
 
     unprofiled = args.warmup_steps - args.profile_steps
     if unprofiled:
@@ -2236,7 +2239,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
             return None
         if step == 0:  # the benchmark's start-up time: process start to the first timed step
             log.write(f"startup: first timed step at {time.perf_counter() - PROCESS_START:.1f}s")
-        loss = train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+        loss = train_step(model, optimizers, batches, step, args, windows)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
@@ -2267,9 +2270,10 @@ def main():
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)
+    model = raw_model
     if args.compile:
         trace_mlp_as_one_call()
-    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+        model = torch.compile(raw_model, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
@@ -2286,7 +2290,7 @@ def main():
         log.write("FP8 MLP backward: one pass (start-up check exact)" if one_pass_relu_square_is_exact(device) else
                   f"FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas {ptxas})")
     if table is not None:
-        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
+        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps + 1}-{args.warmup_steps}:"
                   f"\n{table}", console=False)
     if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
         log.write(note)

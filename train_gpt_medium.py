@@ -798,7 +798,8 @@ def gram_newton_schulz(gram: Tensor, steps) -> Tensor:
     these are polynomials in the first R, so every product is symmetric: each is one sym_matmul."""
     product = None
     for step, (a, b, c) in enumerate(steps):
-        # a * I + b * R + c * R @ R: the kernel adds a on the diagonal, so that a * x + poly @ x is a plain bmm
+        # poly = a * I + b * R + c * R @ R: the kernel adds a on the diagonal, so that the step's a x + (b R + c R R) x
+        # is one plain bmm by poly
         # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
         poly = sym_matmul(gram, gram, alpha=c, beta=b, diagonal=a)
         product = poly if product is None else sym_matmul(poly, y=product)
@@ -820,13 +821,13 @@ def orthogonalize(g: Tensor) -> Tensor:
     fp16: the tensor cores' bf16 rate with 3 more mantissa bits, and x so normalised cannot overflow it.
     g: (..., rows, cols)."""
     x = g.half().reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
-    transposed = x.size(-2) > x.size(-1)
-    if transposed:
+    tall = x.size(-2) > x.size(-1)
+    if tall:
         x = x.mT
     x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
     for steps in restarts(NS_COEFFICIENTS, x.size(-2) < x.size(-1)):
         x = torch.bmm(gram_newton_schulz(sym_matmul(x), steps), x)
-    return (x.mT if transposed else x).view(g.shape)
+    return (x.mT if tall else x).view(g.shape)
 
 
 def muon_update(high: Tensor, low: Tensor, momentum_buffer: Tensor, grad: Tensor,
@@ -842,15 +843,16 @@ def muon_update(high: Tensor, low: Tensor, momentum_buffer: Tensor, grad: Tensor
 
 
 class Comm:
-    """Reduce-scatter / all-gather over the first dimension; with one process they are copies."""
+    """Reduce-scatter / all-gather over the first dimension; with one process there is nothing to do: the full
+    tensor is the shard."""
 
     def __init__(self, rank: int, world_size: int):
         self.rank, self.world_size = rank, world_size
 
     def reduce_scatter_avg(self, full: Tensor):
-        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
         if self.world_size == 1:
             return full, None
+        shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
         return shard, dist.reduce_scatter_tensor(shard, full, op=dist.ReduceOp.AVG, async_op=True)
 
     def all_gather(self, full: Tensor, shard: Tensor):
@@ -1845,33 +1847,34 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
                 group["momentum"] = muon_momentum(step, args)
 
 
-def train_step(model, optimizers, batches, step: int, args, grad_accum_steps: int, windows: dict) -> Tensor:
+def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
     """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
     window = windows[window_blocks(step, args)]
     total = torch.zeros((), device=window.device)
-    for _ in range(grad_accum_steps):
+    for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
         loss = model(inputs, targets, window)
-        (loss / grad_accum_steps).backward()
+        (loss / args.grad_accum_steps).backward()
         total += loss.detach()
     set_schedules(optimizers, step, args)
     for opt in optimizers:
         opt.step()
     model.zero_grad(set_to_none=True)
-    return total / (grad_accum_steps * args.train_seq_len)
+    return total / (args.grad_accum_steps * args.train_seq_len)
 
 
 @torch.no_grad()
 def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
     model.eval()
     steps = args.val_tokens // (world_size * args.val_seq_len)
+    steps = min(steps, max_steps or steps)
     total = torch.zeros((), device=val_tokens.device)
-    for s in range(min(steps, max_steps or steps)):
+    for s in range(steps):
         start = (s * world_size + rank) * args.val_seq_len
         chunk = val_tokens[start:start + args.val_seq_len + 1]
         total += model(chunk[:-1], chunk[1:], window)
     model.train()
-    loss = total / min(steps, max_steps or steps)
+    loss = total / steps
     if world_size > 1:
         dist.all_reduce(loss, op=dist.ReduceOp.AVG)
     return loss.item()
@@ -2032,7 +2035,7 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
 
     def run_steps(steps):
         for step in steps:
-            train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+            train_step(model, optimizers, batches, step, args, windows)
 
     unprofiled = args.warmup_steps - args.profile_steps
     if unprofiled:
@@ -2076,7 +2079,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
             return None
         if step == 0:  # the benchmark's start-up time: process start to the first timed step
             log.write(f"startup: first timed step at {time.perf_counter() - PROCESS_START:.1f}s")
-        loss = train_step(model, optimizers, batches, step, args, args.grad_accum_steps, windows)
+        loss = train_step(model, optimizers, batches, step, args, windows)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
@@ -2107,9 +2110,10 @@ def main():
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: track 1's smaller model took 5.4 s of its start on the CPU
         raw_model = GPT(args)
+    model = raw_model
     if args.compile:
         trace_mlp_as_one_call()
-    model = torch.compile(raw_model, dynamic=False) if args.compile else raw_model
+        model = torch.compile(raw_model, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
@@ -2125,7 +2129,7 @@ def main():
     if builds is not None:
         log.write(builds.finish())
     if table is not None:
-        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps}-{args.warmup_steps - 1}:"
+        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps + 1}-{args.warmup_steps}:"
                   f"\n{table}", console=False)
     if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
         log.write(note)

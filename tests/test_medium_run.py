@@ -90,7 +90,7 @@ def test_console_and_log_explain_the_time(runs):
     # the benchmark's start-up time, stamped by the script after the step-0 validation, before step 1 runs
     first = re.search(r"^startup: first timed step at ([\d.]+)s$", text, re.MULTILINE)
     assert first and text.index("step:0/4 val_loss") < first.start() < text.index("step:1/4 train_loss")
-    profile = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
+    profile = text[text.index("profile of warmup steps 2-2:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in profile and "aten::mm" in profile
     assert "profile of" not in result.stdout  # the table stays in the log
     parts = re.search(r"^warmup parts: (.*)$", text, re.MULTILINE)  # the warmup's time, part by part

@@ -140,7 +140,7 @@ def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
 def test_profiled_warmup_step_writes_an_op_table_to_the_log_only(two_process_run):
     result, log = two_process_run
     text = log.decode().split(" end of source: ")[-1]
-    table = text[text.index("profile of warmup steps 1-1:"):text.index("warmup: 2 steps")]
+    table = text[text.index("profile of warmup steps 2-2:"):text.index("warmup: 2 steps")]
     assert "Self CPU" in table and "aten::mm" in table
     assert "profile of warmup" not in result.stdout
     # where the warmup's time went, part by part (nothing compiles here: --compile=false)
