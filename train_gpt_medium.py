@@ -1035,8 +1035,9 @@ def block_masks(docs: Tensor, windows: list[Tensor]) -> list[BlockMask]:
 def mask_from_rows(docs: Tensor, window_blocks: Tensor, counts: Tensor, indices: Tensor) -> BlockMask:
     """The BlockMask of one window from the counts and indices of its four row sets: partial and full blocks, key
     side, then partial and full blocks, query side."""
-    def document_causal(b, h, q_idx, kv_idx):
-        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+    def document_causal(b, h, q_idx, kv_idx):  # the whole rule: uncompiled flex_attention ignores the block lists
+        in_window = q_idx // BLOCK_SIZE - kv_idx // BLOCK_SIZE < window_blocks
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx) & in_window
 
     return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=counts[0], kv_indices=indices[0],
                      full_kv_num_blocks=counts[1], full_kv_indices=indices[1], q_num_blocks=counts[2],

@@ -2,6 +2,7 @@
 
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,7 @@ def test_block_mask_and_dense_mask_match_brute_force(window):
     mask = medium.block_masks(docs, [torch.tensor(window)])[0]
     q, k = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
     per_element = mask.mask_mod(0, 0, q, k)
+    assert torch.equal(per_element, expected)  # the rule alone, as uncompiled flex_attention applies it
     built = torch.zeros(1024, 1024, dtype=torch.bool)
     size = medium.BLOCK_SIZE
     for q_block in range(1024 // size):
@@ -178,6 +180,23 @@ def test_block_mask_and_dense_mask_match_brute_force(window):
         for k_block in full:
             built[rows, k_block * size:(k_block + 1) * size] = True
     assert torch.equal(built, expected)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+def test_flex_attention_with_block_mask_equals_dense_path(window):
+    """Forward only (FlexAttention has no CPU backward): what --compile=false runs on a GPU against the CPU path."""
+    n = 8 * medium.BLOCK_SIZE
+    tokens = packed_tokens(window, n, documents=2)[:n]
+    docs = (tokens == medium.EOT_TOKEN).cumsum(0)
+    gen = torch.Generator().manual_seed(window)
+    q, k, v = (torch.randn(1, n, 2, 32, generator=gen) for _ in range(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
+        flex = medium.attend(q, k, v, medium.block_masks(docs, [torch.tensor(window)])[0], 0.12)
+    dense = medium.attend(q, k, v, medium.dense_mask(docs, torch.tensor(window)), 0.12)
+    torch.testing.assert_close(flex, dense, rtol=1e-5, atol=1e-5)
+    whole_documents = medium.attend(q, k, v, medium.dense_mask(docs, torch.tensor(8)), 0.12)
+    assert (whole_documents - dense).abs().max() > 1e-2  # the window did cut something
 
 
 def test_each_layer_gets_its_long_or_short_window(model, monkeypatch):
