@@ -820,11 +820,11 @@ def orthogonalize(g: Tensor) -> Tensor:
     """Approximate U @ V^T of each matrix's SVD by quintic Newton-Schulz iterations (Keller Jordan's Muon, 2024). In
     fp16: the tensor cores' bf16 rate with 3 more mantissa bits, and x so normalised cannot overflow it.
     g: (..., rows, cols)."""
-    x = g.half().reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
+    x = g.reshape(-1, *g.shape[-2:])  # one batch of matrices for sym_matmul's kernel
     tall = x.size(-2) > x.size(-1)
     if tall:
         x = x.mT
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).half()  # normed first: a norm past 65,504 is inf in fp16
     for steps in restarts(NS_COEFFICIENTS, x.size(-2) < x.size(-1)):
         x = torch.bmm(gram_newton_schulz(sym_matmul(x), steps), x)
     return (x.mT if tall else x).view(g.shape)

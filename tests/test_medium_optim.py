@@ -83,6 +83,13 @@ def test_compiled_newton_schulz_update_is_a_plain_bmm(inductor_source):
         assert code.count("torch.ops.nanogpt_medium.sym_matmul.default(") == op_calls
 
 
+def test_orthogonalize_is_scale_free_past_the_fp16_range():
+    """Gradients are sums over the step's tokens: a norm past fp16's 65,504 (or an entry past it) must not turn the
+    update into zeros or NaN."""
+    g = torch.randn(2, 32, 128, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(medium.orthogonalize(g * 1e5), medium.orthogonalize(g), rtol=0, atol=2e-3)
+
+
 def test_orthogonalize_of_zero_is_zero():
     assert torch.equal(medium.orthogonalize(torch.zeros(8, 16)).float(), torch.zeros(8, 16))
 
@@ -121,8 +128,7 @@ def spread_spectrum(rows, cols, power, seed):
 
 def gram_parts(g, parts, dtype=torch.float16):
     """orthogonalize of a wide g, normed as it is, with its steps in the given parts."""
-    x = g.to(dtype)
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    x = (g / (g.norm(dim=(-2, -1), keepdim=True) + 1e-7)).to(dtype)
     for steps in parts:
         x = torch.bmm(medium.gram_newton_schulz(medium.sym_matmul(x), steps), x)
     return x
