@@ -1585,6 +1585,9 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
                          f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
                          "which is bf16")
+    if args.device == "cuda" and args.model_dim % 16 != 0:
+        raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 16 on the GPU (the FP8 tensor cores' "
+                         "matrix sizes); change --num_heads or --head_dim")
 
 
 def check_settings(args: Hyperparameters, world_size: int):

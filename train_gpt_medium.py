@@ -1405,6 +1405,9 @@ def check_machine(args: Hyperparameters, world_size: int):
         major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
+    if args.device == "cuda" and args.mlp_epilogue and args.model_dim % 8 != 0:
+        raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 8 for --mlp_epilogue (TMA needs rows "
+                         "of 16 bytes); change --num_heads or --head_dim, or pass --mlp_epilogue=false")
 
 
 def check_settings(args: Hyperparameters, world_size: int):

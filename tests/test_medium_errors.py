@@ -195,3 +195,17 @@ def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkey
     assert first_error(gpu, {}) == ("--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_80); pass "
                                     "--mlp_epilogue=false")
     medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes
+
+
+def test_mlp_epilogue_with_rows_tma_cannot_take_is_one_error_line(folder, monkeypatch):
+    """TMA descriptors need 16-byte rows: 5 heads of 132 (model_dim 660) passed every other check and crashed in
+    warmup step 1, after the compile."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    gpu = [a for a in TINY if a not in ("--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32")]
+    gpu += ["--model_dim=660", "--num_heads=5", "--head_dim=132", f"--train_files={folder}/good_train_*.bin",
+            f"--val_files={folder}/good_val_*.bin"]
+    assert first_error(gpu, {}) == ("--model_dim=660 must be a multiple of 8 for --mlp_epilogue (TMA needs rows of "
+                                    "16 bytes); change --num_heads or --head_dim, or pass --mlp_epilogue=false")
+    medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes

@@ -261,6 +261,18 @@ def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capabilit
     assert str(error.value) == message
 
 
+def test_a_model_width_the_fp8_tensor_cores_cannot_take_is_one_error_line(monkeypatch):
+    """torch._scaled_mm takes matrices whose sizes are multiples of 16; 6 heads of 68 passed every other check."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(num_heads=6, head_dim=68, model_dim=408), 1)
+    assert str(error.value) == ("--model_dim=408 must be a multiple of 16 on the GPU (the FP8 tensor cores' matrix "
+                                "sizes); change --num_heads or --head_dim")
+    train_gpt.check_settings(Hyperparameters(num_heads=6, head_dim=68, model_dim=408, device="cpu"), 1)  # emulated
+
+
 def test_window_tensors_are_made_for_the_windows_the_run_uses():
     """A window per block count that a warmup step, a training step or the warmup's validation (1 block) uses: a
     window_end of millions of tokens made one tensor per block up to it (7.8M tensors, 57 s of start-up)."""
