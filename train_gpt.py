@@ -1480,7 +1480,7 @@ def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tenso
 
 
 # ----------------------------------------------------------------------------------------------
-# Setup: checks before the slow compile, distributed init, logging
+# Setup: checks before the slow compile, distributed init, logging, the compile cache, optimizers, kernel builds ahead
 
 
 def check_numbers(args: Hyperparameters):
@@ -1629,12 +1629,156 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     return train_files, val_files
 
 
+def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    return device, Comm(rank, world_size)
+
+
 def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
     """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor builds its own: Triton 3.6's bundled ptxas
     miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15)."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
     return os.environ.get("TRITON_PTXAS_PATH")
+
+
+def environment() -> dict:
+    has_cuda = torch.cuda.is_available()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
+    return dict(python=platform.python_version(), torch=torch.__version__,
+                cuda=torch.version.cuda or "none", triton=triton.__version__,
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
+                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
+
+
+def launch_command(world_size: int) -> str:
+    argv = shlex.join(sys.argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
+    return f"python {argv}"
+
+
+class RunLog:
+    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
+
+    def __init__(self, path: str, source: bytes, script_name: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
+        with open(path, "wb") as f:
+            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
+
+    def write(self, text: str, console: bool = True):
+        if console:
+            print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+    def header(self, args: Hyperparameters, run_id: str, world_size: int):
+        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
+                 f"world_size: {world_size}"]
+        lines += [f"{key}: {value}" for key, value in environment().items()]
+        lines.append("hyperparameters:")
+        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
+        self.write("\n".join(lines), console=False)
+
+
+class NullLog:
+    """What ranks other than 0 log: nothing."""
+
+    def write(self, text: str, console: bool = True):
+        pass
+
+
+def open_log(args: Hyperparameters, rank: int, world_size: int):
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    if rank != 0:
+        return NullLog()
+    run_id = args.run_id or str(uuid.uuid4())
+    with open(__file__, "rb") as f:
+        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    end_log_with_uncaught_errors(log)
+    print(f"log: {log.path}", flush=True)
+    log.header(args, run_id, world_size)
+    return log
+
+
+def end_log_with_uncaught_errors(log: RunLog):
+    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
+    log says why it stops short; the console still gets the whole traceback."""
+    console_hook = sys.excepthook
+
+    def hook(kind, error, traceback):
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        log.write(f"error: {kind.__name__}: {first_line}", console=False)
+        console_hook(kind, error, traceback)
+
+    sys.excepthook = hook
+
+
+def load_compile_cache(path: str) -> str | None:
+    """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
+    so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
+    if not path or not os.path.exists(path):
+        return None
+    torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
+    level = torch_log.level
+    torch_log.setLevel(logging.CRITICAL)
+    start = time.perf_counter()
+    try:
+        with open(path, "rb") as f:
+            info = torch.compiler.load_cache_artifacts(f.read())
+    except Exception:  # other torch versions may raise instead: the same bad file, the same fix
+        info = None
+    finally:
+        torch_log.setLevel(level)
+    if info is None:
+        raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
+                         "delete it to compile from scratch and write a new one")
+    return (f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path} "
+            f"in {time.perf_counter() - start:.1f}s")
+
+
+def save_compile_cache(path: str) -> str | None:
+    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note with the
+    seconds it took, which the start-up time includes."""
+    start = time.perf_counter()
+    artifacts = torch.compiler.save_cache_artifacts() if path else None
+    if artifacts is None:
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
+    with open(partial, "wb") as f:
+        f.write(artifacts[0])
+    os.replace(partial, path)
+    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+
+
+def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
+    hidden = [p for p in model.blocks.parameters() if p.ndim >= 2]
+    adam_groups = [dict(params=[model.embed.weight], lr=args.adam_lr * args.embed_lr_mult),
+                   dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
+                   dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
+                   dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
+    adam_update_fn, muon_update_fn = adam_update, muon_update
+    if args.compile:
+        adam_update_fn, muon_update_fn = (torch.compile(update, dynamic=False) for update in (adam_update, muon_update))
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
+                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients,
+                       args.normuon_beta2 if args.muon_variant == "normuon" else None, muon_update_fn)]
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+    return optimizers
 
 
 def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
@@ -1704,306 +1848,8 @@ class KernelBuilds:
         return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 
-def environment() -> dict:
-    has_cuda = torch.cuda.is_available()
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
-    return dict(python=platform.python_version(), torch=torch.__version__,
-                cuda=torch.version.cuda or "none", triton=triton.__version__,
-                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
-                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
-
-
-def launch_command(world_size: int) -> str:
-    argv = shlex.join(sys.argv)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
-    return f"python {argv}"
-
-
-class RunLog:
-    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
-
-    def __init__(self, path: str, source: bytes, script_name: str):
-        self.path = path
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
-        with open(path, "wb") as f:
-            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
-
-    def write(self, text: str, console: bool = True):
-        if console:
-            print(text, flush=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
-
-    def header(self, args: Hyperparameters, run_id: str, world_size: int):
-        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
-                 f"world_size: {world_size}"]
-        lines += [f"{key}: {value}" for key, value in environment().items()]
-        lines.append("hyperparameters:")
-        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
-        if shutil.which("nvidia-smi"):
-            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
-        self.write("\n".join(lines), console=False)
-
-
-class NullLog:
-    """What ranks other than 0 log: nothing."""
-
-    def write(self, text: str, console: bool = True):
-        pass
-
-
 # ----------------------------------------------------------------------------------------------
-# Training step, schedules and validation
-
-
-def lr_multiplier(step: int, args: Hyperparameters) -> float:
-    """1 until the cooldown, then linear down to final_lr_frac at num_iterations, held there for any warmup steps
-    past the schedule (more warmup steps than training steps is allowed)."""
-    progress = min(step / args.num_iterations, 1.0)
-    if args.cooldown_frac == 0 or progress < 1 - args.cooldown_frac:
-        return 1.0
-    w = (1 - progress) / args.cooldown_frac
-    return w + (1 - w) * args.final_lr_frac
-
-
-def muon_momentum(step: int, args: Hyperparameters) -> float:
-    frac = min(step / args.muon_momentum_warmup_steps, 1.0) if args.muon_momentum_warmup_steps else 1.0
-    return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
-
-
-def window_blocks(step: int, args: Hyperparameters) -> int:
-    """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
-    (the record's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
-    progress = min(step / args.num_iterations, 1.0)
-    return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
-
-
-def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Tensor]:
-    """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
-    tensor: no host-to-device copy per step, and none made for windows no step uses."""
-    steps = range(max(args.num_iterations, args.warmup_steps) + 1)
-    used = {1} | {window_blocks(step, args) for step in steps}
-    return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
-
-
-def set_schedules(optimizers, step: int, args: Hyperparameters):
-    for opt in optimizers:
-        for group in opt.param_groups:
-            group["lr"] = group["initial_lr"] * lr_multiplier(step, args)
-            if "momentum" in group:
-                group["momentum"] = muon_momentum(step, args)
-
-
-def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
-    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
-    window = windows[window_blocks(step, args)]
-    total = torch.zeros((), device=window.device)
-    for _ in range(args.grad_accum_steps):
-        inputs, targets = next(batches)
-        loss = model(inputs, targets, window)
-        (loss / args.grad_accum_steps).backward()
-        total += loss.detach()
-    set_schedules(optimizers, step, args)
-    for opt in optimizers:
-        opt.step()
-    model.zero_grad(set_to_none=True)
-    return total / (args.grad_accum_steps * args.train_seq_len)
-
-
-@torch.no_grad()
-def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
-    model.eval()
-    steps = args.val_tokens // (world_size * args.val_seq_len)
-    steps = min(steps, max_steps or steps)
-    total = torch.zeros((), device=val_tokens.device)
-    for s in range(steps):
-        start = (s * world_size + rank) * args.val_seq_len
-        chunk = val_tokens[start:start + args.val_seq_len + 1]
-        total += model(chunk[:-1], chunk[1:], window)
-    model.train()
-    loss = total / steps
-    if world_size > 1:
-        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
-    return loss.item()
-
-
-def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
-    hidden = [p for p in model.blocks.parameters() if p.ndim >= 2]
-    adam_groups = [dict(params=[model.embed.weight], lr=args.adam_lr * args.embed_lr_mult),
-                   dict(params=[e.weight for e in model.value_embeds], lr=args.adam_lr * args.value_embed_lr_mult),
-                   dict(params=[model.scalars], lr=args.adam_lr * args.scalar_lr_mult),
-                   dict(params=[model.lm_head_w], lr=args.adam_lr * args.head_lr_mult)]
-    adam_update_fn, muon_update_fn = adam_update, muon_update
-    if args.compile:
-        adam_update_fn, muon_update_fn = (torch.compile(update, dynamic=False) for update in (adam_update, muon_update))
-    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
-                  Muon(hidden, args.muon_lr, args.muon_momentum, args.muon_weight_decay, comm, args.ns_coefficients,
-                       args.normuon_beta2 if args.muon_variant == "normuon" else None, muon_update_fn)]
-    for opt in optimizers:
-        for group in opt.param_groups:
-            group["initial_lr"] = group["lr"]
-    return optimizers
-
-
-def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
-    """Training tokens per optimizer step, all ranks and micro-steps together."""
-    return world_size * args.grad_accum_steps * args.train_seq_len
-
-
-def sync(device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def mark(device: torch.device):
-    """A point on the device's timeline (a CUDA event: the host does not wait for queued work)."""
-    if device.type != "cuda":
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
-
-
-def to_host_at_mark(value: Tensor, device: torch.device) -> tuple[Tensor, object]:
-    """A host copy of value and a mark placed after the copy: once the mark is reached the copy holds value, and
-    waiting for the mark does not wait for work queued after it (as a .item() on the device tensor would)."""
-    if device.type == "cuda":
-        value = torch.empty_like(value, device="cpu", pin_memory=True).copy_(value, non_blocking=True)
-    return value, mark(device)
-
-
-def wait_for(end_mark):
-    if isinstance(end_mark, torch.cuda.Event):
-        end_mark.synchronize()
-
-
-def ms_between(start, end) -> float:
-    """Milliseconds between two marks; both must have been reached (after a sync or wait_for)."""
-    return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
-
-
-class TrainingClock:
-    """The speedrun clock: it runs during training steps and stops for validation."""
-
-    def __init__(self, device: torch.device):
-        self.device, self.total_ms = device, 0.0
-
-    def start(self):
-        sync(self.device)
-        self.started, self.started_mark = time.perf_counter(), mark(self.device)
-
-    def stop(self):
-        sync(self.device)
-        self.total_ms += 1000 * (time.perf_counter() - self.started)
-
-    def ms_at(self, end_mark) -> float:
-        return self.total_ms + ms_between(self.started_mark, end_mark)
-
-
-def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
-    """Log a step's loss, read one step late from its host copy: the host waits for that step only, so the next
-    step, queued meanwhile, keeps the device busy. The step's time comes from the mark placed when it ended. False
-    when the loss is not finite."""
-    step, host_loss, end_mark = pending
-    wait_for(end_mark)
-    value = host_loss.item()
-    elapsed = clock.ms_at(end_mark)
-    log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
-              f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
-    return math.isfinite(value)
-
-
-def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
-                    tokens_per_step: int, flops_per_step: float, world_size: int) -> str:
-    line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
-    if step:
-        step_avg = training_ms / step
-        mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
-        line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
-                 f" mfu:{100 * mfu:.1f}%")
-    return line
-
-
-# ----------------------------------------------------------------------------------------------
-# Main: checks, setup, warmup (undone), then the timed training loop with validation
-
-
-def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
-    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if world_size > 1:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                **(dict(device_id=device) if device.type == "cuda" else {}))
-    return device, Comm(rank, world_size)
-
-
-def open_log(args: Hyperparameters, rank: int, world_size: int):
-    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
-    if rank != 0:
-        return NullLog()
-    run_id = args.run_id or str(uuid.uuid4())
-    with open(__file__, "rb") as f:
-        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
-    end_log_with_uncaught_errors(log)
-    print(f"log: {log.path}", flush=True)
-    log.header(args, run_id, world_size)
-    return log
-
-
-def end_log_with_uncaught_errors(log: RunLog):
-    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
-    log says why it stops short; the console still gets the whole traceback."""
-    console_hook = sys.excepthook
-
-    def hook(kind, error, traceback):
-        first_line = next(iter(str(error).strip().splitlines()), "")
-        log.write(f"error: {kind.__name__}: {first_line}", console=False)
-        console_hook(kind, error, traceback)
-
-    sys.excepthook = hook
-
-
-def load_compile_cache(path: str) -> str | None:
-    """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
-    so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
-    if not path or not os.path.exists(path):
-        return None
-    torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
-    level = torch_log.level
-    torch_log.setLevel(logging.CRITICAL)
-    start = time.perf_counter()
-    try:
-        with open(path, "rb") as f:
-            info = torch.compiler.load_cache_artifacts(f.read())
-    except Exception:  # other torch versions may raise instead: the same bad file, the same fix
-        info = None
-    finally:
-        torch_log.setLevel(level)
-    if info is None:
-        raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
-                         "delete it to compile from scratch and write a new one")
-    return (f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path} "
-            f"in {time.perf_counter() - start:.1f}s")
-
-
-def save_compile_cache(path: str) -> str | None:
-    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note with the
-    seconds it took, which the start-up time includes."""
-    start = time.perf_counter()
-    artifacts = torch.compiler.save_cache_artifacts() if path else None
-    if artifacts is None:
-        return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
-    with open(partial, "wb") as f:
-        f.write(artifacts[0])
-    os.replace(partial, path)
-    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+# Warmup diagnostics: compile timers, the warmup's laps and the analysis of its profiled steps
 
 
 def compiler_seconds() -> dict[str, float]:
@@ -2183,6 +2029,164 @@ def communication_overlap(events) -> str | None:
     total, hidden = sum(end - start for start, end in communication), overlap_length(communication, compute)
     return (f"communication: NCCL kernels {total / 1000:.1f} ms, {hidden / 1000:.1f} ms of it "
             f"({100 * hidden / total:.0f}%) overlapped by compute kernels")
+
+
+# ----------------------------------------------------------------------------------------------
+# Training step, schedules and validation
+
+
+def lr_multiplier(step: int, args: Hyperparameters) -> float:
+    """1 until the cooldown, then linear down to final_lr_frac at num_iterations, held there for any warmup steps
+    past the schedule (more warmup steps than training steps is allowed)."""
+    progress = min(step / args.num_iterations, 1.0)
+    if args.cooldown_frac == 0 or progress < 1 - args.cooldown_frac:
+        return 1.0
+    w = (1 - progress) / args.cooldown_frac
+    return w + (1 - w) * args.final_lr_frac
+
+
+def muon_momentum(step: int, args: Hyperparameters) -> float:
+    frac = min(step / args.muon_momentum_warmup_steps, 1.0) if args.muon_momentum_warmup_steps else 1.0
+    return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
+
+
+def window_blocks(step: int, args: Hyperparameters) -> int:
+    """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
+    (the record's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
+    progress = min(step / args.num_iterations, 1.0)
+    return max(1, math.ceil((args.window_start + (args.window_end - args.window_start) * progress) / BLOCK_SIZE))
+
+
+def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Tensor]:
+    """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
+    tensor: no host-to-device copy per step, and none made for windows no step uses."""
+    steps = range(max(args.num_iterations, args.warmup_steps) + 1)
+    used = {1} | {window_blocks(step, args) for step in steps}
+    return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
+
+
+def set_schedules(optimizers, step: int, args: Hyperparameters):
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = group["initial_lr"] * lr_multiplier(step, args)
+            if "momentum" in group:
+                group["momentum"] = muon_momentum(step, args)
+
+
+def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
+    window = windows[window_blocks(step, args)]
+    total = torch.zeros((), device=window.device)
+    for _ in range(args.grad_accum_steps):
+        inputs, targets = next(batches)
+        loss = model(inputs, targets, window)
+        (loss / args.grad_accum_steps).backward()
+        total += loss.detach()
+    set_schedules(optimizers, step, args)
+    for opt in optimizers:
+        opt.step()
+    model.zero_grad(set_to_none=True)
+    return total / (args.grad_accum_steps * args.train_seq_len)
+
+
+@torch.no_grad()
+def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
+    model.eval()
+    steps = args.val_tokens // (world_size * args.val_seq_len)
+    steps = min(steps, max_steps or steps)
+    total = torch.zeros((), device=val_tokens.device)
+    for s in range(steps):
+        start = (s * world_size + rank) * args.val_seq_len
+        chunk = val_tokens[start:start + args.val_seq_len + 1]
+        total += model(chunk[:-1], chunk[1:], window)
+    model.train()
+    loss = total / steps
+    if world_size > 1:
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.item()
+
+
+def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
+    """Training tokens per optimizer step, all ranks and micro-steps together."""
+    return world_size * args.grad_accum_steps * args.train_seq_len
+
+
+def sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def mark(device: torch.device):
+    """A point on the device's timeline (a CUDA event: the host does not wait for queued work)."""
+    if device.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def to_host_at_mark(value: Tensor, device: torch.device) -> tuple[Tensor, object]:
+    """A host copy of value and a mark placed after the copy: once the mark is reached the copy holds value, and
+    waiting for the mark does not wait for work queued after it (as a .item() on the device tensor would)."""
+    if device.type == "cuda":
+        value = torch.empty_like(value, device="cpu", pin_memory=True).copy_(value, non_blocking=True)
+    return value, mark(device)
+
+
+def wait_for(end_mark):
+    if isinstance(end_mark, torch.cuda.Event):
+        end_mark.synchronize()
+
+
+def ms_between(start, end) -> float:
+    """Milliseconds between two marks; both must have been reached (after a sync or wait_for)."""
+    return start.elapsed_time(end) if isinstance(start, torch.cuda.Event) else 1000 * (end - start)
+
+
+class TrainingClock:
+    """The speedrun clock: it runs during training steps and stops for validation."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.total_ms = device, 0.0
+
+    def start(self):
+        sync(self.device)
+        self.started, self.started_mark = time.perf_counter(), mark(self.device)
+
+    def stop(self):
+        sync(self.device)
+        self.total_ms += 1000 * (time.perf_counter() - self.started)
+
+    def ms_at(self, end_mark) -> float:
+        return self.total_ms + ms_between(self.started_mark, end_mark)
+
+
+def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
+    """Log a step's loss, read one step late from its host copy: the host waits for that step only, so the next
+    step, queued meanwhile, keeps the device busy. The step's time comes from the mark placed when it ended. False
+    when the loss is not finite."""
+    step, host_loss, end_mark = pending
+    wait_for(end_mark)
+    value = host_loss.item()
+    elapsed = clock.ms_at(end_mark)
+    log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
+              f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
+    return math.isfinite(value)
+
+
+def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
+                    tokens_per_step: int, flops_per_step: float, world_size: int) -> str:
+    line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
+    if step:
+        step_avg = training_ms / step
+        mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+        line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
+                 f" mfu:{100 * mfu:.1f}%")
+    return line
+
+
+# ----------------------------------------------------------------------------------------------
+# Main: checks, setup, warmup (undone), then the timed training loop with validation
 
 
 def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],

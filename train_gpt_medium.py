@@ -1307,7 +1307,7 @@ def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tenso
 
 
 # ----------------------------------------------------------------------------------------------
-# Setup: checks before the slow compile, distributed init, logging
+# Setup: checks before the slow compile, distributed init, logging, the compile cache, optimizers, kernel builds ahead
 
 
 def check_numbers(args: Hyperparameters):
@@ -1449,12 +1449,158 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     return train_files, val_files
 
 
+def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                **(dict(device_id=device) if device.type == "cuda" else {}))
+    return device, Comm(rank, world_size)
+
+
 def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
     """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor builds its own: Triton 3.6's bundled ptxas
     miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15)."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
     return os.environ.get("TRITON_PTXAS_PATH")
+
+
+def environment() -> dict:
+    has_cuda = torch.cuda.is_available()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
+    return dict(python=platform.python_version(), torch=torch.__version__,
+                cuda=torch.version.cuda or "none", triton=triton.__version__,
+                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
+                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
+
+
+def launch_command(world_size: int) -> str:
+    argv = shlex.join(sys.argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
+    return f"python {argv}"
+
+
+class RunLog:
+    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
+
+    def __init__(self, path: str, source: bytes, script_name: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
+        with open(path, "wb") as f:
+            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
+
+    def write(self, text: str, console: bool = True):
+        if console:
+            print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+    def header(self, args: Hyperparameters, run_id: str, world_size: int):
+        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
+                 f"world_size: {world_size}"]
+        lines += [f"{key}: {value}" for key, value in environment().items()]
+        lines.append("hyperparameters:")
+        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
+        self.write("\n".join(lines), console=False)
+
+
+class NullLog:
+    """What ranks other than 0 log: nothing."""
+
+    def write(self, text: str, console: bool = True):
+        pass
+
+
+def open_log(args: Hyperparameters, rank: int, world_size: int):
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    if rank != 0:
+        return NullLog()
+    run_id = args.run_id or str(uuid.uuid4())
+    with open(__file__, "rb") as f:
+        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+    end_log_with_uncaught_errors(log)
+    print(f"log: {log.path}", flush=True)
+    log.header(args, run_id, world_size)
+    return log
+
+
+def end_log_with_uncaught_errors(log: RunLog):
+    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
+    log says why it stops short; the console still gets the whole traceback."""
+    console_hook = sys.excepthook
+
+    def hook(kind, error, traceback):
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        log.write(f"error: {kind.__name__}: {first_line}", console=False)
+        console_hook(kind, error, traceback)
+
+    sys.excepthook = hook
+
+
+def load_compile_cache(path: str) -> str | None:
+    """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
+    so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
+    if not path or not os.path.exists(path):
+        return None
+    torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
+    level = torch_log.level
+    torch_log.setLevel(logging.CRITICAL)
+    start = time.perf_counter()
+    try:
+        with open(path, "rb") as f:
+            info = torch.compiler.load_cache_artifacts(f.read())
+    except Exception:  # other torch versions may raise instead: the same bad file, the same fix
+        info = None
+    finally:
+        torch_log.setLevel(level)
+    if info is None:
+        raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
+                         "delete it to compile from scratch and write a new one")
+    return (f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path} "
+            f"in {time.perf_counter() - start:.1f}s")
+
+
+def save_compile_cache(path: str) -> str | None:
+    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note with the
+    seconds it took, which the start-up time includes."""
+    start = time.perf_counter()
+    artifacts = torch.compiler.save_cache_artifacts() if path else None
+    if artifacts is None:
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
+    with open(partial, "wb") as f:
+        f.write(artifacts[0])
+    os.replace(partial, path)
+    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+
+
+def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
+    blocks = list(model.blocks)
+    mlp_decay = args.muon_weight_decay * args.mlp_weight_decay_mult
+    muon_groups = [dict(params=[b.attn.qkvo_w for b in blocks if b.attn is not None],
+                        weight_decay=args.muon_weight_decay),
+                   dict(params=[b.mlp.fc_w for b in blocks], weight_decay=mlp_decay),
+                   dict(params=[b.mlp.proj_w for b in blocks], weight_decay=mlp_decay)]
+    adam_groups = [dict(params=[model.embed.weight] + [e.weight for e in model.value_embeds], lr=args.embed_lr),
+                   dict(params=[model.scalars], lr=args.scalar_lr),
+                   dict(params=[model.lm_head_w], lr=args.head_lr)]
+    update = torch.compile(muon_update, dynamic=False) if args.compile else muon_update
+    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
+    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
+                  Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, update)]
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+    return optimizers
 
 
 def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
@@ -1530,94 +1676,8 @@ class KernelBuilds:
         return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 
-def environment() -> dict:
-    has_cuda = torch.cuda.is_available()
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if has_cuda else []
-    return dict(python=platform.python_version(), torch=torch.__version__,
-                cuda=torch.version.cuda or "none", triton=triton.__version__,
-                gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
-                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
-
-
-def launch_command(world_size: int) -> str:
-    argv = shlex.join(sys.argv)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        return f"torchrun --standalone --nproc_per_node={world_size} {argv}"
-    return f"python {argv}"
-
-
-class RunLog:
-    """logs/<run_id>.txt: the exact source, one separator line, the run's header, then step lines."""
-
-    def __init__(self, path: str, source: bytes, script_name: str):
-        self.path = path
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        separator = "=" * 20 + f" end of source: {script_name}, {len(source)} bytes " + "=" * 20 + "\n"
-        with open(path, "wb") as f:
-            f.write(source + (b"" if source.endswith(b"\n") else b"\n") + separator.encode())
-
-    def write(self, text: str, console: bool = True):
-        if console:
-            print(text, flush=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
-
-    def header(self, args: Hyperparameters, run_id: str, world_size: int):
-        lines = [f"run_id: {run_id}", f"date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-                 f"command: {launch_command(world_size)}", f"argv: {json.dumps(sys.argv)}",
-                 f"world_size: {world_size}"]
-        lines += [f"{key}: {value}" for key, value in environment().items()]
-        lines.append("hyperparameters:")
-        lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
-        if shutil.which("nvidia-smi"):
-            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
-        self.write("\n".join(lines), console=False)
-
-
-class NullLog:
-    """What ranks other than 0 log: nothing."""
-
-    def write(self, text: str, console: bool = True):
-        pass
-
-
-def load_compile_cache(path: str) -> str | None:
-    """Fill torch.compile's local caches from an artifact file (torch.compiler's portable "mega-cache"),
-    so that the compile of a fresh machine is mostly cache hits. Returns a log note, None without a file."""
-    if not path or not os.path.exists(path):
-        return None
-    torch_log = logging.getLogger("torch.compiler._cache")  # it logs a traceback, then returns None
-    level = torch_log.level
-    torch_log.setLevel(logging.CRITICAL)
-    start = time.perf_counter()
-    try:
-        with open(path, "rb") as f:
-            info = torch.compiler.load_cache_artifacts(f.read())
-    except Exception:  # other torch versions may raise instead: the same bad file, the same fix
-        info = None
-    finally:
-        torch_log.setLevel(level)
-    if info is None:
-        raise SetupError(f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile artifacts); "
-                         "delete it to compile from scratch and write a new one")
-    return (f"compile cache: {sum(len(keys) for keys in info.artifacts.values())} artifacts loaded from {path} "
-            f"in {time.perf_counter() - start:.1f}s")
-
-
-def save_compile_cache(path: str) -> str | None:
-    """Write the artifacts of this process's compiles (after warmup) for the next start; a log note with the
-    seconds it took, which the start-up time includes."""
-    start = time.perf_counter()
-    artifacts = torch.compiler.save_cache_artifacts() if path else None
-    if artifacts is None:
-        return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
-    with open(partial, "wb") as f:
-        f.write(artifacts[0])
-    os.replace(partial, path)
-    return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+# ----------------------------------------------------------------------------------------------
+# Warmup diagnostics: compile timers, the warmup's laps and the analysis of its profiled steps
 
 
 def compiler_seconds() -> dict[str, float]:
@@ -1884,26 +1944,6 @@ def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window
     return loss.item()
 
 
-def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
-    blocks = list(model.blocks)
-    mlp_decay = args.muon_weight_decay * args.mlp_weight_decay_mult
-    muon_groups = [dict(params=[b.attn.qkvo_w for b in blocks if b.attn is not None],
-                        weight_decay=args.muon_weight_decay),
-                   dict(params=[b.mlp.fc_w for b in blocks], weight_decay=mlp_decay),
-                   dict(params=[b.mlp.proj_w for b in blocks], weight_decay=mlp_decay)]
-    adam_groups = [dict(params=[model.embed.weight] + [e.weight for e in model.value_embeds], lr=args.embed_lr),
-                   dict(params=[model.scalars], lr=args.scalar_lr),
-                   dict(params=[model.lm_head_w], lr=args.head_lr)]
-    update = torch.compile(muon_update, dynamic=False) if args.compile else muon_update
-    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
-    optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
-                  Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, update)]
-    for opt in optimizers:
-        for group in opt.param_groups:
-            group["initial_lr"] = group["lr"]
-    return optimizers
-
-
 def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
     """Training tokens per optimizer step, all ranks and micro-steps together."""
     return world_size * args.grad_accum_steps * args.train_seq_len
@@ -1989,42 +2029,6 @@ def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperp
 
 # ----------------------------------------------------------------------------------------------
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
-
-
-def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
-    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if world_size > 1:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                **(dict(device_id=device) if device.type == "cuda" else {}))
-    return device, Comm(rank, world_size)
-
-
-def open_log(args: Hyperparameters, rank: int, world_size: int):
-    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
-    if rank != 0:
-        return NullLog()
-    run_id = args.run_id or str(uuid.uuid4())
-    with open(__file__, "rb") as f:
-        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
-    end_log_with_uncaught_errors(log)
-    print(f"log: {log.path}", flush=True)
-    log.header(args, run_id, world_size)
-    return log
-
-
-def end_log_with_uncaught_errors(log: RunLog):
-    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
-    log says why it stops short; the console still gets the whole traceback."""
-    console_hook = sys.excepthook
-
-    def hook(kind, error, traceback):
-        first_line = next(iter(str(error).strip().splitlines()), "")
-        log.write(f"error: {kind.__name__}: {first_line}", console=False)
-        console_hook(kind, error, traceback)
-
-    sys.excepthook = hook
 
 
 def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
