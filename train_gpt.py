@@ -166,8 +166,9 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 
 # ----------------------------------------------------------------------------------------------
-# FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head, and scales
-# from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and gradients (--fp8_amax_row_step)
+# FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head off the GPU (on the GPU,
+# the fused head below), and scales from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and
+# gradients (--fp8_amax_row_step)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
@@ -228,8 +229,8 @@ def _fp8_mm_setup_context(ctx, inputs, output):
 
 
 def _fp8_mm_grad(ctx, grad_out, *_):
-    """Traced by torch.compile: the gradient's quantisation and transpose fuse with the loss backward
-    that produces it, instead of running as eager passes over the (tokens x vocabulary) gradient."""
+    """The gradient's float8 cast and the transposed copies in plain torch, then both gradient GEMMs in one op (the
+    fused head's backward on the GPU does the same with Triton kernels)."""
     x_f8, w_f8 = ctx.saved_tensors
     x_s, w_s, grad_s = ctx.scales
     grad_f8 = to_float8(grad_out, grad_s, torch.float8_e5m2)
@@ -342,8 +343,8 @@ def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
 RELU_SQUARE_LAUNCH = (32, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps (one pass or two): perf/mlp_bench.py times others
 
 
-def relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor, grad_h: Tensor,
-                      grad_h_t: Tensor | None = None, launch: tuple = RELU_SQUARE_LAUNCH):
+def launch_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor,
+                             grad_h: Tensor, grad_h_t: Tensor | None = None, launch: tuple = RELU_SQUARE_LAUNCH):
     """Fills a_t and grad_h, and grad_h_t where given (one pass), by relu_square_grads_kernel (float8 in training; any
     float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
     rows, cols = h.shape
@@ -364,8 +365,16 @@ def relu_square_grads_triton(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_sc
         one_pass = one_pass_relu_square_is_exact(h.device)
     a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
     grad_h_t = h.new_empty(cols, rows, dtype=torch.float8_e5m2) if one_pass else None
-    relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
+    launch_relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
     return a_t, grad_h, grad_h_t if one_pass else transposed(grad_h)
+
+
+def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
+                                                                                                      Tensor]:
+    """fp8_relu_square_grads in torch ops (on the CPU; perf/mlp_bench.py compiles it to the kernel inductor made)."""
+    grad_h = to_float8(relu_square_grad(h, grad_a), grad_scale, torch.float8_e5m2)
+    a = to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
+    return a.T.contiguous(), grad_h, grad_h.T.contiguous()
 
 
 @functools.cache
@@ -393,14 +402,6 @@ def fp8_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale
     if not h.is_cuda:
         return relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
     return relu_square_grads_triton(h, grad_a, a_scale, grad_scale)
-
-
-def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
-                                                                                                      Tensor]:
-    """fp8_relu_square_grads in torch ops (on the CPU; perf/mlp_bench.py compiles it to the kernel inductor made)."""
-    grad_h = to_float8(relu_square_grad(h, grad_a), grad_scale, torch.float8_e5m2)
-    a = to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
-    return a.T.contiguous(), grad_h, grad_h.T.contiguous()
 
 
 @fp8_relu_square_grads.register_fake
@@ -600,6 +601,10 @@ fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setu
 # the backward writes the whole qkv gradient (inductor's two kernels for this moved ~2 TB/s, half a copy's rate)
 
 RMS_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
+
+
+def rms_norm(x: Tensor) -> Tensor:
+    return F.rms_norm(x, (x.size(-1),))
 
 
 @triton.jit
@@ -965,12 +970,16 @@ class Comm:
         return full[self.rank * size:(self.rank + 1) * size]
 
 
+def padded_stack(tensors: list[Tensor], world_size: int) -> Tensor:
+    """Same-shape tensors stacked and zero-padded to a multiple of world_size, so that each rank owns as many."""
+    return torch.stack(tensors + [torch.zeros_like(tensors[0])] * (-len(tensors) % world_size))
+
+
 def stack_in_place(params: list[Tensor], world_size: int) -> Tensor:
     """One tensor holding a group's same-shape matrices, zero-padded to a multiple of world_size; each parameter
     becomes a view of its row, so that Muon updates and all-gathers the parameters in place, without stacking them
     and copying them back every step."""
-    padding = -len(params) % world_size
-    stack = torch.stack([p.detach() for p in params] + [torch.zeros_like(params[0])] * padding)
+    stack = padded_stack([p.detach() for p in params], world_size)
     for p, row in zip(params, stack):
         p.data = row
     return stack
@@ -1047,8 +1056,7 @@ class Muon(torch.optim.Optimizer):
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
-        padding = -len(params) % self.comm.world_size
-        return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
+        return padded_stack([p.grad for p in params], self.comm.world_size)
 
     def _update(self, group, owned: list[Tensor], weights: Tensor, grads: Tensor):
         """The update call for this rank's matrices of a group, with their stacked state."""
@@ -1125,10 +1133,6 @@ class ShardedAdam(torch.optim.Optimizer):
 EOT_TOKEN = 50256
 BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
 MAX_WINDOW = 2**24  # tokens: far past any sequence length, and its block count fits the masks' int32
-
-
-def rms_norm(x: Tensor) -> Tensor:
-    return F.rms_norm(x, (x.size(-1),))
 
 
 def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor]:
@@ -1230,13 +1234,18 @@ def uniform_init_bound(fan_in: int) -> float:
     return 3 ** 0.5 * 0.5 * fan_in ** -0.5
 
 
+def gate_width(model_dim: int) -> int:
+    """How many of a token's first dims the attention output gate and smear's gate read."""
+    return max(1, model_dim // 64)
+
+
 class CausalSelfAttention(nn.Module):
     """Merged QKVO weight, QK-norm, rotary, value-embedding mix and a sparse per-head output gate."""
 
     def __init__(self, args: Hyperparameters, rotary: Rotary):
         super().__init__()
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
-        self.gate_dim = max(1, args.model_dim // 64)
+        self.gate_dim = gate_width(args.model_dim)
         self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
         self.qkvo_w = nn.Parameter(torch.empty(4, args.num_heads * args.head_dim, args.model_dim))
         with torch.no_grad():
@@ -1312,7 +1321,7 @@ class GPT(nn.Module):
         scalars = [torch.ones(self.num_skips), torch.tensor([1.0, 0.0]).repeat(layers),
                    torch.tensor([0.5, 0.5]).repeat(layers)]
         self.smear_at = sum(s.numel() for s in scalars) if args.smear else None  # lambda 0, then a zero gate
-        scalars += [torch.zeros(1 + args.model_dim // 64)] if args.smear else []
+        scalars += [torch.zeros(1 + gate_width(args.model_dim))] if args.smear else []
         self.backout_layer = args.backout_layer
         self.backout_at = sum(s.numel() for s in scalars) if args.backout_layer >= 0 else None
         scalars += [torch.tensor([0.5])] if args.backout_layer >= 0 else []
@@ -1333,7 +1342,7 @@ class GPT(nn.Module):
         """Smear (2025-09 record): token t adds lambda * sigmoid(gate . its first dims) times token t-1's embedding."""
         if self.smear_at is None:
             return embedded
-        gate_dim = embedded.size(-1) // 64
+        gate_dim = gate_width(embedded.size(-1))
         smear_lambda, gate_w = self.scalars[self.smear_at], self.scalars[self.smear_at + 1:][:gate_dim]
         gate = torch.sigmoid(embedded[1:, :gate_dim] @ gate_w.type_as(embedded))
         share = (smear_lambda * gate).type_as(embedded)[:, None]
@@ -1606,9 +1615,10 @@ def world_size_of_launch() -> int:
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
-    """Every shard's header, and enough tokens for the whole run, before anything is compiled."""
+    """Every shard's header, enough tokens for the whole run, and token ids inside the vocabulary, before anything is
+    compiled."""
     train_files, val_files = find_shards(args.train_files), find_shards(args.val_files)
-    for path in train_files + val_files:
+    for path in train_files:
         read_shard_header(path)
     val_available = sum(read_shard_header(path) for path in val_files)
     if val_available < args.val_tokens + 1:
@@ -1830,14 +1840,14 @@ class KernelBuilds:
         self.started = time.perf_counter()
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
-        self.futures = [self.pool.submit(self.timed, launch) for launch in launches]
+        self.futures = [self.pool.submit(self.finished_at, launch) for launch in launches]
 
     def submit(self, launch):
         """One more launch, queued for the first free thread."""
-        self.futures.append(self.pool.submit(self.timed, launch))
+        self.futures.append(self.pool.submit(self.finished_at, launch))
 
     @staticmethod
-    def timed(launch) -> float:
+    def finished_at(launch) -> float:
         launch()
         return time.perf_counter()
 
@@ -2050,7 +2060,7 @@ def muon_momentum(step: int, args: Hyperparameters) -> float:
     return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
 
 
-def window_blocks(step: int, args: Hyperparameters) -> int:
+def window_blocks_at(step: int, args: Hyperparameters) -> int:
     """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
     (the record's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
     progress = min(step / args.num_iterations, 1.0)
@@ -2061,7 +2071,7 @@ def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Ten
     """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
     tensor: no host-to-device copy per step, and none made for windows no step uses."""
     steps = range(max(args.num_iterations, args.warmup_steps) + 1)
-    used = {1} | {window_blocks(step, args) for step in steps}
+    used = {1} | {window_blocks_at(step, args) for step in steps}
     return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
 
 
@@ -2075,7 +2085,7 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
 
 def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
     """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
-    window = windows[window_blocks(step, args)]
+    window = windows[window_blocks_at(step, args)]
     total = torch.zeros((), device=window.device)
     for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
@@ -2238,7 +2248,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
                 return pending[0]
             pending = None
             clock.stop()
-            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks_at(step, args)])
             log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops_per_step,
                                       world_size))
             clock.start()

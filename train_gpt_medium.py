@@ -304,6 +304,15 @@ head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup_context)
 RMS_EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default for bf16 inputs (its computation dtype's)
 
 
+def rms_norm(x: Tensor) -> Tensor:
+    return F.rms_norm(x, (x.size(-1),))
+
+
+def reciprocal_rms(x: Tensor) -> Tensor:
+    """Each row's 1 / RMS in float32, with F.rms_norm's eps: rms_norm(x) = reciprocal_rms(x)[:, None] * x."""
+    return torch.rsqrt(x.float().square().mean(-1) + RMS_EPS)
+
+
 @triton.jit
 def load_halves(ptr, at, mask, HALF: tl.constexpr):
     return (tl.load(ptr + at, mask=mask, other=0.0).to(tl.float32),
@@ -741,11 +750,6 @@ def _(grad_y, proj_w, a, row_scale):
     return torch.empty_like(a)
 
 
-def reciprocal_rms(x: Tensor) -> Tensor:
-    """Each row's 1 / RMS in float32, with F.rms_norm's eps: rms_norm(x) = reciprocal_rms(x)[:, None] * x."""
-    return torch.rsqrt(x.float().square().mean(-1) + RMS_EPS)
-
-
 class NormedReluSquareMLP(torch.autograd.Function):
     """relu(norm(x) @ fc_w^T)^2 @ proj_w^T (x: tokens x dim), norm(x) = r x with r each row's reciprocal RMS, as
     F.rms_norm. The relu-square, its gradient and r sit in GEMM epilogues (mlp_up, mlp_grad_h), so norm(x) is never
@@ -865,12 +869,16 @@ class Comm:
         return full[self.rank * size:(self.rank + 1) * size]
 
 
+def padded_stack(tensors: list[Tensor], world_size: int) -> Tensor:
+    """Same-shape tensors stacked and zero-padded to a multiple of world_size, so that each rank owns as many."""
+    return torch.stack(tensors + [torch.zeros_like(tensors[0])] * (-len(tensors) % world_size))
+
+
 def stack_in_place(params: list[Tensor], world_size: int) -> Tensor:
     """One tensor holding a group's same-shape matrices, zero-padded to a multiple of world_size; each parameter
     becomes a view of its row, so that Muon updates and all-gathers the parameters in place, without stacking them
     and copying them back every step."""
-    padding = -len(params) % world_size
-    stack = torch.stack([p.detach() for p in params] + [torch.zeros_like(params[0])] * padding)
+    stack = padded_stack([p.detach() for p in params], world_size)
     for p, row in zip(params, stack):
         p.data = row
     return stack
@@ -917,8 +925,7 @@ class Muon(torch.optim.Optimizer):
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
-        padding = -len(params) % self.comm.world_size
-        return torch.stack([p.grad for p in params] + [torch.zeros_like(params[0])] * padding)
+        return padded_stack([p.grad for p in params], self.comm.world_size)
 
     def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
         """This rank's per-matrix state `key` as one stacked tensor, which the update changes in place: each matrix's
@@ -984,10 +991,6 @@ EOT_TOKEN = 50256
 BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
 MAX_WINDOW = 2**24  # tokens: far past any sequence length, and its block count fits the masks' int32
 HEAD_CHUNKS = 4  # validation computes the lm_head in this many chunks to cap memory (record 7)
-
-
-def rms_norm(x: Tensor) -> Tensor:
-    return F.rms_norm(x, (x.size(-1),))
 
 
 def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor]:
@@ -1426,9 +1429,10 @@ def world_size_of_launch() -> int:
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
-    """Every shard's header, and enough tokens for the whole run, before anything is compiled."""
+    """Every shard's header, enough tokens for the whole run, and token ids inside the vocabulary, before anything is
+    compiled."""
     train_files, val_files = find_shards(args.train_files), find_shards(args.val_files)
-    for path in train_files + val_files:
+    for path in train_files:
         read_shard_header(path)
     val_available = sum(read_shard_header(path) for path in val_files)
     if val_available < args.val_tokens + 1:
@@ -1658,14 +1662,14 @@ class KernelBuilds:
         self.started = time.perf_counter()
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
-        self.futures = [self.pool.submit(self.timed, launch) for launch in launches]
+        self.futures = [self.pool.submit(self.finished_at, launch) for launch in launches]
 
     def submit(self, launch):
         """One more launch, queued for the first free thread."""
-        self.futures.append(self.pool.submit(self.timed, launch))
+        self.futures.append(self.pool.submit(self.finished_at, launch))
 
     @staticmethod
-    def timed(launch) -> float:
+    def finished_at(launch) -> float:
         launch()
         return time.perf_counter()
 
@@ -1878,7 +1882,7 @@ def muon_momentum(step: int, args: Hyperparameters) -> float:
     return (1 - frac) * args.muon_momentum_start + frac * args.muon_momentum
 
 
-def window_blocks(step: int, args: Hyperparameters) -> int:
+def window_blocks_at(step: int, args: Hyperparameters) -> int:
     """Attention window in blocks: linear from window_start to window_end tokens, rounded up, at least one
     (record 7's 128 -> 1792 warmup: 1728 * progress rounded up to the next multiple of 128)."""
     progress = min(step / args.num_iterations, 1.0)
@@ -1889,14 +1893,14 @@ def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Ten
     """The windows (in blocks) that the warmup steps, the schedule and the warmup's validation use, each a device
     tensor: no host-to-device copy per step, and none made for windows no step uses."""
     steps = range(max(args.num_iterations, args.warmup_steps) + 1)
-    used = {1} | {window_blocks(step, args) for step in steps}
+    used = {1} | {window_blocks_at(step, args) for step in steps}
     return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
 
 
 def flops_per_step(model: GPT, args: Hyperparameters, tokens_per_step: int) -> float:
     """6 x matmul params x tokens, plus attention's two matmuls (12 x width x keys per query, forward and
     backward) with the run's mean window as keys (half of it in S layers)."""
-    mean_window = BLOCK_SIZE * sum(window_blocks(s, args) for s in range(args.num_iterations)) / args.num_iterations
+    mean_window = BLOCK_SIZE * sum(window_blocks_at(s, args) for s in range(args.num_iterations)) / args.num_iterations
     keys = sum(min(mean_window / (1 if kind == "L" else 2), args.train_seq_len)
                for kind, block in zip(args.window_pattern, model.blocks) if block.attn is not None)
     width = args.num_heads * args.head_dim
@@ -1913,7 +1917,7 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
 
 def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
     """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
-    window = windows[window_blocks(step, args)]
+    window = windows[window_blocks_at(step, args)]
     total = torch.zeros((), device=window.device)
     for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
@@ -2080,7 +2084,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
                 return pending[0]
             pending = None
             clock.stop()
-            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks(step, args)])
+            val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks_at(step, args)])
             log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops, world_size))
             clock.start()
         if last_step:

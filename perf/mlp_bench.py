@@ -63,7 +63,7 @@ def kernel_run(args, launch, one_pass: bool):
     def run():
         a_t, grad_h = h.new_empty(h.T.shape, dtype=dtypes[0]), h.new_empty(h.shape, dtype=dtypes[1])
         grad_h_t = h.new_empty(h.T.shape, dtype=dtypes[1]) if one_pass else None
-        train_gpt.relu_square_grads(*args, a_t, grad_h, grad_h_t, launch=launch)
+        train_gpt.launch_relu_square_grads(*args, a_t, grad_h, grad_h_t, launch=launch)
         return a_t, grad_h, grad_h_t if one_pass else train_gpt.transposed(grad_h)
     return run
 

@@ -57,7 +57,7 @@ def trace_seconds(script, overrides: list[str], repeats: int) -> tuple[list[floa
     model = script.GPT(args)
     tokens = torch.randint(0, script.EOT_TOKEN, (args.train_seq_len + 1,))
     tokens[::50] = script.EOT_TOKEN  # a few documents
-    window = torch.tensor(script.window_blocks(0, args), dtype=torch.int32)
+    window = torch.tensor(script.window_blocks_at(0, args), dtype=torch.int32)
     seconds = []
     for _ in range(repeats):
         torch._dynamo.reset()

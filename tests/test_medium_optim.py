@@ -297,8 +297,8 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
     assert medium.muon_momentum(150, args) == pytest.approx(0.90) and medium.muon_momentum(300, args) == 0.95
     for step in range(args.num_iterations + 1):  # record 7: next_multiple_of_n(1728 * progress, 128) tokens
         tokens = 1728 * step / args.num_iterations
-        assert medium.window_blocks(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
-    assert medium.window_blocks(0, args) == 1 and medium.window_blocks(6450, args) == 14
+        assert medium.window_blocks_at(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
+    assert medium.window_blocks_at(0, args) == 1 and medium.window_blocks_at(6450, args) == 14
 
 
 def test_sharded_adam_hands_a_bf16_gradient_to_the_update_uncast():

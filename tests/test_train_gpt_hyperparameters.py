@@ -278,7 +278,7 @@ def test_window_tensors_are_made_for_the_windows_the_run_uses():
     window_end of millions of tokens made one tensor per block up to it (7.8M tensors, 57 s of start-up)."""
     args = Hyperparameters(num_iterations=4, warmup_steps=6, window_start=512, window_end=2**24, device="cpu")
     windows = train_gpt.window_tensors(args, torch.device("cpu"))
-    expected = {1} | {train_gpt.window_blocks(step, args) for step in range(7)}
+    expected = {1} | {train_gpt.window_blocks_at(step, args) for step in range(7)}
     assert sorted(windows) == sorted(expected) and len(windows) == 6
     assert all(tensor.item() == w and tensor.dtype == torch.int32 for w, tensor in windows.items())
     default = train_gpt.window_tensors(Hyperparameters(device="cpu"), torch.device("cpu"))

@@ -684,8 +684,8 @@ def test_relu_square_kernel_writes_the_gradient_and_the_transposed_activation(in
     h, grad_a, a_scale, grad_scale = relu_square_case(rows, cols, rows + cols)
     a_t, grad_h = torch.full((cols, rows), float("nan")), torch.full((rows, cols), float("nan"))
     grad_h_t = torch.full((cols, rows), float("nan"))
-    train_gpt.relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t if one_pass else None,
-                                launch=launch)
+    train_gpt.launch_relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t if one_pass else None,
+                                       launch=launch)
     expected = train_gpt.relu_square_grad(h, grad_a) / grad_scale
     assert torch.equal(grad_h, expected)
     assert torch.equal(a_t, (F.relu(h.float()).square() / a_scale).T)
@@ -700,7 +700,7 @@ def test_relu_square_kernel_saturates_at_each_formats_largest_value(interpreted_
     h, grad_a, _, _ = relu_square_case(64, 64, 7)
     h[0, 0], grad_a[0, 0], grad_a[0, 1], h[0, 1] = 100.0, 1.0, -1.0, 100.0
     a_t, grad_h, grad_h_t = torch.empty(64, 64), torch.empty(64, 64), torch.empty(64, 64)
-    train_gpt.relu_square_grads(h, grad_a, torch.tensor(1.0), torch.tensor(1e-3), a_t, grad_h, grad_h_t)
+    train_gpt.launch_relu_square_grads(h, grad_a, torch.tensor(1.0), torch.tensor(1e-3), a_t, grad_h, grad_h_t)
     assert a_t[0, 0] == 448 and grad_h[0, 0] == 57344 and grad_h[0, 1] == -57344
     assert grad_h_t[0, 0] == 57344 and grad_h_t[1, 0] == -57344
 

@@ -393,8 +393,8 @@ def test_window_schedule_is_the_records_next_multiple_of_128_of_1728_progress():
     for step in range(args.num_iterations + 1):
         tokens = 1728 * step / args.num_iterations
         record = max(128, -(-tokens // 128) * 128)  # next multiple of 128 at or above, 128 at step 0
-        assert train_gpt.window_blocks(step, args) == record // 128, step
-    assert train_gpt.window_blocks(0, args) == 1 and train_gpt.window_blocks(1695, args) == 14
+        assert train_gpt.window_blocks_at(step, args) == record // 128, step
+    assert train_gpt.window_blocks_at(0, args) == 1 and train_gpt.window_blocks_at(1695, args) == 14
 
 
 def test_build_optimizers_groups_and_learning_rates():
