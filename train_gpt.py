@@ -105,7 +105,7 @@ class Hyperparameters:
     warmup_steps: int = setting(10, "compile-warmup steps before the clock, undone afterwards")
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
-    compile: bool = setting(True, "torch.compile the model")
+    compile: bool = setting(True, "torch.compile the model and both optimizers' updates")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
@@ -2318,6 +2318,7 @@ def main():
               f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+    # MFU counts the weight matmuls' FLOPs only; attention's scores and values are left out (track 2 counts them)
     flops_per_step = 6 * matmul_params(raw_model) * global_batch_tokens(args, world_size)
     failed_step = train(model, optimizers, batches, val_tokens, windows, log, args, rank, world_size, device,
                         flops_per_step)

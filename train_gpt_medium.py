@@ -3,6 +3,7 @@
 Launch: torchrun --standalone --nproc_per_node=8 train_gpt_medium.py [--name=value ...]
 Every setting is a field of Hyperparameters below; --help lists them with their defaults.
 The log (logs/<run_id>.txt) starts with this file's exact source, so any run can be re-run.
+"Record 7" below is the public track-2 record this script started from (25.29 min on 8xH100, 6450 steps).
 """
 import time
 
@@ -98,7 +99,7 @@ class Hyperparameters:
     profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
-    compile: bool = setting(True, "torch.compile the model and the Muon update")
+    compile: bool = setting(True, "torch.compile the model and both optimizers' updates")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
@@ -171,29 +172,14 @@ def skip_pairs(args: Hyperparameters) -> list[tuple[int, int]]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Custom ops: exact fp32 master weights kept as a bf16 parameter plus its 16 low bits; ISRU softcap
-
-
-def join_fp32(high: Tensor, low: Tensor) -> Tensor:
-    """The fp32 number whose upper half is `high` (a bf16's bits) and lower half `low`, both uint16."""
-    return ((high.to(torch.int32) << 16) | low.to(torch.int32)).view(torch.float32)
-
-
-def split_fp32(x: Tensor) -> tuple[Tensor, Tensor]:
-    """Inverse of join_fp32: the upper half is x truncated to bf16, the lower half the bits it drops."""
-    bits = x.view(torch.int32)
-    return ((bits >> 16) & 0xFFFF).to(torch.uint16), (bits & 0xFFFF).to(torch.uint16)
+# Fused head: the training loss is the graph's end, so the head computes its own gradients in the forward; a Triton
+# kernel takes each row of logits to its loss and overwrites it with the loss's gradient (one read for the
+# logsumexp, one read and one write for the gradient), and no tokens x vocabulary tensor outlives the op
 
 
 def softcap(logits: Tensor) -> Tensor:
     """ISRU logit cap to (-15, 15): 15 z / sqrt(z^2 + 225); replaced 30 sigmoid(z / 7.5) in record 7."""
     return 15 * logits * torch.rsqrt(logits.square() + 225)
-
-
-# ----------------------------------------------------------------------------------------------
-# Fused head: the training loss is the graph's end, so the head computes its own gradients in the forward; a Triton
-# kernel takes each row of logits to its loss and overwrites it with the loss's gradient (one read for the
-# logsumexp, one read and one write for the gradient), and no tokens x vocabulary tensor outlives the op
 
 
 ISRU_LOG2 = tl.constexpr(15 * math.log2(math.e))  # exp(softcap(z)) = 2^(ISRU_LOG2 * z / sqrt(z^2 + 225))
@@ -208,7 +194,7 @@ def capped_log2(z):
 
 @triton.jit
 def exp2_of(x, ON_GPU: tl.constexpr):
-    """2^x in fp32: one ex2.approx.ftz on the GPU, where tl.exp's ex2.approx adds a compare and two predicated
+    """2^x in fp32: one ex2.approx.ftz on the GPU, where tl.exp2's ex2.approx adds a compare and two predicated
     multiplies for subnormal results, which no entry here needs; tl.exp2 under Triton's interpreter (no inline asm)."""
     if ON_GPU:
         return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
@@ -258,7 +244,7 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOC
         tl.store(row_logits + cols, grad.to(logits_ptr.dtype.element_ty), mask=cols < vocab)
 
 
-CE_BLOCK = 2048
+CE_BLOCK = 2048  # a row's entries per loop pass: 8 a thread at 8 warps, 16-byte bf16 loads and stores
 
 
 def softcap_ce_in_place(logits: Tensor, targets: Tensor) -> Tensor:
@@ -554,7 +540,7 @@ attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attent
 # ----------------------------------------------------------------------------------------------
 # Symmetric matmul kernel: out = alpha * X @ Y^T + beta * C + diagonal * I for a product known to be symmetric
 # (Y = X by default), computing only the upper triangle
-# (track 1's kernel, copied: a record is one file)
+# (track 1's kernel, copied, plus the second operand Y that Gram Newton-Schulz needs: a record is one file)
 
 
 @triton.jit
@@ -791,7 +777,19 @@ def trace_mlp_as_one_call():
 # ----------------------------------------------------------------------------------------------
 # Optimizers: sharded mixed-precision Muon for hidden matrices, sharded Adam for the rest
 
-# Per-iteration Newton-Schulz coefficients, tuned for track 2 (record of 2025-02-14).
+def join_fp32(high: Tensor, low: Tensor) -> Tensor:
+    """The fp32 number whose upper half is `high` (a bf16's bits) and lower half `low`, both uint16: exact fp32
+    master weights kept as a bf16 parameter plus its 16 low bits (record 7)."""
+    return ((high.to(torch.int32) << 16) | low.to(torch.int32)).view(torch.float32)
+
+
+def split_fp32(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Inverse of join_fp32: the upper half is x truncated to bf16, the lower half the bits it drops."""
+    bits = x.view(torch.int32)
+    return ((bits >> 16) & 0xFFFF).to(torch.uint16), (bits & 0xFFFF).to(torch.uint16)
+
+
+# Per-iteration Newton-Schulz coefficients (You Jiacheng, 2025-03; track 2's records since).
 NS_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418, -5.5913, 2.3037),
                    (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012)]
 
@@ -836,8 +834,8 @@ def orthogonalize(g: Tensor) -> Tensor:
 
 def muon_update(high: Tensor, low: Tensor, momentum_buffer: Tensor, grad: Tensor,
                 momentum: Tensor, lr: Tensor, keep: Tensor):
-    """One matrix's Muon step on its exact fp32 master weight join_fp32(high, low): Nesterov momentum,
-    orthogonalisation, decay p *= keep, then p -= lr * update; written back split (record 7)."""
+    """One Muon step of a rank's stacked same-shape matrices on their exact fp32 master weights join_fp32(high, low):
+    Nesterov momentum, orthogonalisation, decay p *= keep, then p -= lr * update; written back split (record 7)."""
     grad = grad.float()
     momentum_buffer.copy_(momentum * momentum_buffer + (1 - momentum) * grad)
     update = orthogonalize(momentum * momentum_buffer + (1 - momentum) * grad)
@@ -1597,10 +1595,11 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
     adam_groups = [dict(params=[model.embed.weight] + [e.weight for e in model.value_embeds], lr=args.embed_lr),
                    dict(params=[model.scalars], lr=args.scalar_lr),
                    dict(params=[model.lm_head_w], lr=args.head_lr)]
-    update = torch.compile(muon_update, dynamic=False) if args.compile else muon_update
-    adam_update_fn = torch.compile(adam_update, dynamic=False) if args.compile else adam_update
+    adam_update_fn, muon_update_fn = adam_update, muon_update
+    if args.compile:
+        adam_update_fn, muon_update_fn = (torch.compile(update, dynamic=False) for update in (adam_update, muon_update))
     optimizers = [ShardedAdam(adam_groups, (args.adam_beta1, args.adam_beta2), args.adam_eps, comm, adam_update_fn),
-                  Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, update)]
+                  Muon(muon_groups, args.muon_lr, args.muon_momentum, comm, muon_update_fn)]
     for opt in optimizers:
         for group in opt.param_groups:
             group["initial_lr"] = group["lr"]
