@@ -473,6 +473,7 @@ def trace_mlp_as_one_call():
 
 
 def softcap(logits: Tensor) -> Tensor:
+    """Logit softcap (Gemma 2, 2024) in the 2025 records' sigmoid form: logits bounded to (0, 30)."""
     return 30 * torch.sigmoid(logits.float() / 7.5)
 
 
@@ -1216,7 +1217,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
 
 
 class Rotary(nn.Module):
-    """Rotary embedding on half of the head dims; the other half stays position-free."""
+    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the
+    records' half-truncated rotary, 2025)."""
 
     def __init__(self, head_dim: int, max_len: int):
         super().__init__()
@@ -1246,7 +1248,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
         self.gate_dim = gate_width(args.model_dim)
-        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
+        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm (Henry et al. 2020)
         self.qkvo_w = nn.Parameter(torch.empty(4, args.num_heads * args.head_dim, args.model_dim))
         with torch.no_grad():
             bound = uniform_init_bound(args.model_dim)
@@ -1261,6 +1263,7 @@ class CausalSelfAttention(nn.Module):
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
+        # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
         y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
         return y.flatten(2) @ self.qkvo_w[3].type_as(y)
 
@@ -1276,7 +1279,7 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if not (self.fp8 and self.training):
-            return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))
+            return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))  # relu^2 (Primer)
         return fp8_mlp(x.flatten(0, -2), self.fc_w, self.proj_w, self.amax_row_step).view_as(x)
 
 
@@ -1287,14 +1290,15 @@ class Block(nn.Module):
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp, args.fp8_amax_row_step)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
-        x = block_lambdas[0] * x + block_lambdas[1] * x0
+        x = block_lambdas[0] * x + block_lambdas[1] * x0  # learned share of the embedding stream (2024 records)
         if self.attn is not None:
             x = x + self.attn(rms_norm(x), value_embed, attn_lambdas, mask)
         return x + self.mlp(rms_norm(x))
 
 
 def value_embed_layout(num_layers: int) -> list:
-    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three."""
+    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three (value
+    embeddings: the 2024 records)."""
     return [0, 1, 2] + [None] * (num_layers - 6) + [0, 1, 2]
 
 
@@ -1303,7 +1307,8 @@ def padded_vocab(vocab_size: int) -> int:
 
 
 class GPT(nn.Module):
-    """U-net GPT: the first half's block outputs are added, with learned weights, to the second half's inputs."""
+    """U-net GPT (skips from the 2024 records): the first half's block outputs are added, with learned weights, to
+    the second half's inputs."""
 
     def __init__(self, args: Hyperparameters):
         super().__init__()
