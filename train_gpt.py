@@ -1163,10 +1163,12 @@ def _(blocks):
     return blocks.new_empty(blocks.shape[:-1], dtype=torch.int32), blocks.new_empty(blocks.shape, dtype=torch.int32)
 
 
-def block_masks(docs: Tensor, windows: list[Tensor]) -> list[BlockMask]:
-    """A FlexAttention mask per window (in blocks) from block-level matrices; compiled kernels evaluate mask_mod on
-    partial blocks only. The rows of every mask, key side and query side (the backward's), come from one block_rows
-    call: one sort a step (one call per matrix, eight, ran 1.0 ms a step slower on the H200)."""
+def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool = True) -> list[BlockMask]:
+    """A FlexAttention mask per window (in blocks) from block-level matrices. Compiled kernels evaluate mask_mod on
+    the lists' partial blocks only, which hold the window, so there it may leave the window out (the term cost track 2
+    1.1 ms a step on the H200); uncompiled flex_attention evaluates it on every block, so there it needs the window.
+    The rows of every mask, key side and query side (the backward's), come from one block_rows call: one sort a step
+    (one call per matrix, eight, ran 1.0 ms a step slower on the H200)."""
     matrices = []
     for window_blocks in windows:
         any_pair, full = block_relations(docs, window_blocks)
@@ -1174,21 +1176,25 @@ def block_masks(docs: Tensor, windows: list[Tensor]) -> list[BlockMask]:
         matrices += [partial, full, partial.T, full.T]
     counts, indices = block_rows(torch.stack(matrices))
     counts, indices = counts[:, None, None], indices[:, None, None]  # BlockMask's (batch, heads) dims
-    return [mask_from_rows(docs, window_blocks, counts[4 * i:4 * i + 4], indices[4 * i:4 * i + 4])
-            for i, window_blocks in enumerate(windows)]
+    return [mask_from_rows(docs, window_blocks if windowed_mask_mod else None, counts[4 * i:4 * i + 4],
+                           indices[4 * i:4 * i + 4]) for i, window_blocks in enumerate(windows)]
 
 
-def mask_from_rows(docs: Tensor, window_blocks: Tensor, counts: Tensor, indices: Tensor) -> BlockMask:
+def mask_from_rows(docs: Tensor, window_blocks: Tensor | None, counts: Tensor, indices: Tensor) -> BlockMask:
     """The BlockMask of one window from the counts and indices of its four row sets: partial and full blocks, key
-    side, then partial and full blocks, query side."""
+    side, then partial and full blocks, query side; mask_mod applies window_blocks too unless it is None."""
     def document_causal(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+
+    def windowed_document_causal(b, h, q_idx, kv_idx):
         in_window = q_idx // BLOCK_SIZE - kv_idx // BLOCK_SIZE < window_blocks
-        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx) & in_window
+        return document_causal(b, h, q_idx, kv_idx) & in_window
 
     return BlockMask(seq_lengths=(docs.numel(), docs.numel()), kv_num_blocks=counts[0], kv_indices=indices[0],
                      full_kv_num_blocks=counts[1], full_kv_indices=indices[1], q_num_blocks=counts[2],
                      q_indices=indices[2], full_q_num_blocks=counts[3], full_q_indices=indices[3],
-                     BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE), mask_mod=document_causal)
+                     BLOCK_SIZE=(BLOCK_SIZE, BLOCK_SIZE),
+                     mask_mod=document_causal if window_blocks is None else windowed_document_causal)
 
 
 def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
@@ -1199,11 +1205,15 @@ def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
     return per_token & (docs[:, None] == docs[None, :]) & (positions[:, None] >= positions[None, :])
 
 
-def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
-    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT."""
+def attention_masks(tokens: Tensor, window_blocks: Tensor, compiled: bool = False) -> dict:
+    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT. compiled: the model
+    runs under torch.compile (its FlexAttention kernels follow the block lists)."""
     docs = (tokens == EOT_TOKEN).cumsum(0)
     windows = [window_blocks, torch.clamp_min(window_blocks // 2, 1)]
-    masks = block_masks(docs, windows) if tokens.is_cuda else [dense_mask(docs, window) for window in windows]
+    if tokens.is_cuda:
+        masks = block_masks(docs, windows, windowed_mask_mod=not compiled)
+    else:
+        masks = [dense_mask(docs, window) for window in windows]
     return dict(zip("LS", masks))
 
 
@@ -1315,6 +1325,7 @@ class GPT(nn.Module):
         vocab, dim, layers = padded_vocab(args.vocab_size), args.model_dim, args.num_layers
         max_len = max(args.train_seq_len, args.val_seq_len)
         self.window_pattern = args.window_pattern
+        self.compiled = args.compile  # main compiles the model when this is set
         # bf16 tables (and so bf16 Adam moments), as in the record
         self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
         self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
@@ -1372,7 +1383,7 @@ class GPT(nn.Module):
 
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
-        masks = attention_masks(inputs, window_blocks)
+        masks = attention_masks(inputs, window_blocks, self.compiled)
         x0, value_embeds = self.embedded(inputs)
         x = x0
         skip_weights, block_lambdas, attn_lambdas = self.scalar_views()

@@ -156,17 +156,19 @@ def test_value_embedding_layout_and_attention_free_block():
 # Masks
 
 
+@pytest.mark.parametrize("windowed_mask_mod", [True, False])  # False: the compiled model's, the window in the lists
 @pytest.mark.parametrize("window", [1, 2, 3, 8])
-def test_block_mask_and_dense_mask_match_brute_force(window):
+def test_block_mask_and_dense_mask_match_brute_force(window, windowed_mask_mod):
     tokens = packed_tokens(window, 1024)[:1024]
     docs = (tokens == medium.EOT_TOKEN).cumsum(0)
     expected = brute_force_mask(docs, window)
     assert torch.equal(medium.dense_mask(docs, torch.tensor(window)), expected)
 
-    mask = medium.block_masks(docs, [torch.tensor(window)])[0]
+    mask = medium.block_masks(docs, [torch.tensor(window)], windowed_mask_mod)[0]
     q, k = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
     per_element = mask.mask_mod(0, 0, q, k)
-    assert torch.equal(per_element, expected)  # the rule alone, as uncompiled flex_attention applies it
+    if windowed_mask_mod:
+        assert torch.equal(per_element, expected)  # the rule alone, as uncompiled flex_attention applies it
     built = torch.zeros(1024, 1024, dtype=torch.bool)
     size = medium.BLOCK_SIZE
     for q_block in range(1024 // size):

@@ -79,6 +79,9 @@ def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, wind
         assert torch.equal(train_gpt.dense_mask(docs, window_blocks), expected), window
         allowed, partial, full = expand_block_mask(train_gpt.block_masks(docs, [window_blocks])[0], tokens.numel())
         assert torch.equal(allowed, expected), window
+        # the compiled model's mask_mod leaves the window to the block lists: the same mask through them
+        compiled_mask = train_gpt.block_masks(docs, [window_blocks], windowed_mask_mod=False)[0]
+        assert torch.equal(expand_block_mask(compiled_mask, tokens.numel())[0], expected), window
         # exactly the blocks with some allowed pair are visited, and mask_mod is skipped exactly where all are
         all_allowed, any_allowed = per_block(expected, torch.all), per_block(expected, torch.any)
         assert torch.equal(full, all_allowed), window
