@@ -374,3 +374,52 @@ def test_smear_mixes_exactly_the_previous_token():
     out = model.smeared(embedded)
     torch.testing.assert_close(out[0], embedded[0])
     torch.testing.assert_close(out[1:], embedded[1:] + 0.15 * embedded[:-1])
+
+
+def signal_model(**overrides):
+    """tiny_model with its zero-initialised matrices (output projections, gates, head) made random: every block then
+    changes the stream, so streams from different blocks differ."""
+    model = tiny_model(**overrides)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= 2:
+                p.copy_(torch.where(p == 0, torch.randn_like(p, dtype=torch.float32) * 0.02, p.float()))
+    return model
+
+
+def recorded_streams(model, tokens):
+    """Each block's input and output stream, and the stream handed to the head, in one forward."""
+    inputs, outputs, head = {}, {}, []
+
+    def recorder(i):
+        def hook(module, args, output):
+            inputs[i], outputs[i] = args[0], output
+        return hook
+
+    hooks = [block.register_forward_hook(recorder(i)) for i, block in enumerate(model.blocks)]
+    head_loss = model.head_loss
+    model.head_loss = lambda x, targets: (head.append(x), head_loss(x, targets))[1]
+    try:
+        with torch.no_grad():
+            model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
+    finally:
+        del model.head_loss
+        for hook in hooks:
+            hook.remove()
+    return inputs, outputs, head[0]
+
+
+def test_skip_weights_join_encoder_outputs_to_decoder_inputs_last_in_first_out():
+    """U-net: block 6 (the first of the second half) gets block 5's output, block 7 block 4's, ..., block 11 block
+    0's, each times its own skip weight; the first half's inputs are the previous outputs alone."""
+    model = signal_model()
+    skip = torch.tensor([0.5, 2.0, -1.0, 1.5, -0.5, 0.25])
+    with torch.no_grad():
+        model.scalars[:6] = skip
+    inputs, outputs, _ = recorded_streams(model, random_tokens(10, 257, [50, 120]))
+    assert len({outputs[i].sum().item() for i in range(12)}) == 12  # every block writes something of its own
+    for target, source in zip(range(6, 12), [5, 4, 3, 2, 1, 0]):
+        assert torch.equal(inputs[target], outputs[target - 1] + skip[target - 6] * outputs[source]), target
+    for plain in range(1, 6):
+        assert torch.equal(inputs[plain], outputs[plain - 1]), plain
+
