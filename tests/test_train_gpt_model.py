@@ -423,3 +423,16 @@ def test_skip_weights_join_encoder_outputs_to_decoder_inputs_last_in_first_out()
     for plain in range(1, 6):
         assert torch.equal(inputs[plain], outputs[plain - 1]), plain
 
+
+def test_backout_subtracts_lambda_times_the_stream_after_backout_layer_blocks_before_the_head():
+    """With backout_layer 8 the head reads the last block's output minus lambda times the stream after 8 blocks (block
+    7's output: before block 8 adds its skip), lambda read from the model's scalars."""
+    model = signal_model()
+    assert model.backout_layer == 8
+    with torch.no_grad():
+        model.scalars[model.backout_at] = 0.3  # not the initial 0.5
+    inputs, outputs, head_input = recorded_streams(model, random_tokens(11, 257, [50, 120]))
+    assert not torch.equal(inputs[8], outputs[7])  # block 8 takes a skip, so "after 8 blocks" is block 7's output
+    lam = model.scalars[model.backout_at]
+    assert lam.item() == pytest.approx(0.3)
+    assert torch.equal(head_input, outputs[11] - lam * outputs[7])
