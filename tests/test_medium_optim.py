@@ -1,5 +1,6 @@
 """train_gpt_medium.py optimizers: exact fp32 master weights as bf16 + uint16, the Muon update, sharded Adam."""
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -299,6 +300,59 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
         tokens = 1728 * step / args.num_iterations
         assert medium.window_blocks_at(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
     assert medium.window_blocks_at(0, args) == 1 and medium.window_blocks_at(6450, args) == 14
+
+
+class ScheduleRecorder(torch.optim.Optimizer):
+    """A stand-in optimizer: each step() records every group's (lr, momentum), momentum None where the group has
+    none (as ShardedAdam's groups), and changes nothing."""
+
+    def __init__(self, groups):
+        super().__init__(groups, {})
+        self.seen = []
+        for group in self.param_groups:
+            group["initial_lr"] = group["lr"]
+
+    def step(self):
+        self.seen.append([(group["lr"], group.get("momentum")) for group in self.param_groups])
+
+
+class WindowRecorder(torch.nn.Module):
+    """A stand-in model, loss (a + b + c) x sum(inputs), that records the window tensor of each micro-step."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Parameter(torch.ones(())) for _ in range(3))
+        self.windows = []
+
+    def forward(self, inputs, targets, window):
+        self.windows.append(window)
+        return (self.a + self.b + self.c) * inputs.float().sum()
+
+
+def test_train_step_applies_the_schedules_of_its_own_step():
+    """As track 1's: every step sets each group's lr to initial_lr x lr_multiplier(step) and Muon's momentum to
+    muon_momentum(step) before the optimizers step, and feeds each micro-step the window tensor of
+    window_blocks_at(step)."""
+    args = medium.Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4,
+                                  grad_accum_steps=2, train_seq_len=128)
+    model = WindowRecorder()
+    adam = ScheduleRecorder([dict(params=[model.a], lr=0.3), dict(params=[model.b], lr=0.015)])
+    muon = ScheduleRecorder([dict(params=[model.c], lr=0.025, momentum=0.95)])
+    windows = medium.window_tensors(args, torch.device("cpu"))
+    batches = itertools.repeat((torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32)))
+    steps = range(7)
+    for step in steps:
+        loss = medium.train_step(model, [adam, muon], batches, step, args, windows)
+        assert loss.item() == pytest.approx(3.0)  # per token: 3 x 128 a micro-step, over 2 x 128 tokens
+        assert all(p.grad is None for p in model.parameters())
+    lr = [medium.lr_multiplier(step, args) for step in steps]
+    momentum = [medium.muon_momentum(step, args) for step in steps]
+    window = [medium.window_blocks_at(step, args) for step in steps]
+    assert len(set(lr)) == 4 and len(set(momentum)) == 5 and len(set(window)) == 7  # every step tells them apart
+    assert adam.seen == [[(0.3 * m, None), (0.015 * m, None)] for m in lr]
+    assert muon.seen == [[(0.025 * m, mu)] for m, mu in zip(lr, momentum)]
+    assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
+    assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
 
 
 def test_sharded_adam_hands_a_bf16_gradient_to_the_update_uncast():
