@@ -318,6 +318,22 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_validation_line_gives_throughput_of_all_ranks_and_mfu_per_gpu(script):
+    """8 GPUs x 1 micro-step or 2 x 4 take the same 8 x 48K = 393,216 tokens a step. 50 steps in 25 s: 500 ms a
+    step, 393,216 / 0.5 s = 786,432 tokens/s. 8e14 FLOPs a step in 0.5 s is 1.6e15 FLOP/s, against 8 GPUs x 500
+    TFLOPS = 4e15: 40% (one GPU's peak alone would give 320%)."""
+    args = script.Hyperparameters(num_iterations=100, peak_tflops=500.0, train_seq_len=48 * 1024, grad_accum_steps=1)
+    assert script.global_batch_tokens(args, 8) == 8 * 1 * 49_152 == 393_216
+    args.grad_accum_steps = 4
+    assert script.global_batch_tokens(args, 2) == 2 * 4 * 49_152 == 393_216
+    line = script.validation_line(50, 3.2817, 25_000.0, args, 393_216, 8e14, 8)
+    assert line == "step:50/100 val_loss:3.2817 train_time:25000ms step_avg:500.00ms tokens/s:786432 mfu:40.0%"
+    # before the first step there is no step time to divide by
+    first = script.validation_line(0, 10.8258, 0.0, args, 393_216, 8e14, 8)
+    assert first == "step:0/100 val_loss:10.8258 train_time:0ms"
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_console(script, tmp_path,
                                                                                     monkeypatch):
     seen = []
