@@ -1,4 +1,5 @@
-"""train_gpt_medium.py model: ISRU softcap, the merged scalar tensor, skips, masks per layer, chunked eval head."""
+"""train_gpt_medium.py model: ISRU softcap, the merged scalar tensor, skips, masks per layer, chunked eval head,
+FLOPs per step."""
 
 import math
 import sys
@@ -248,3 +249,23 @@ def test_attention_layers_share_one_rotary_table():
         model = medium.GPT(tiny_args())
     tables = {id(block.attn.rotary) for block in model.blocks if block.attn is not None}
     assert len(tables) == 1 and len(list(model.buffers())) == 2
+
+
+# FLOPs
+
+
+def test_flops_per_step_counts_six_per_matmul_parameter_and_token_plus_attention_over_the_mean_window():
+    """A 4-step schedule has windows of 1728 x step / 4 tokens rounded up to blocks: 1, 4, 7, 11 (0, 432, 864 and
+    1296 tokens), a mean of 128 x 23 / 4 = 736 keys per query in L layers, capped at the 512-token sequence, and
+    368 in S layers."""
+    args = tiny_args(num_iterations=4)
+    assert [medium.window_blocks_at(step, args) for step in range(4)] == [1, 4, 7, 11]
+    with torch.device("meta"):
+        gpt = medium.GPT(args)
+    params = 50304 * 64 + 15 * 4 * 64 * 64 + 16 * 2 * 256 * 64  # head, QKVO of the 15 attention blocks, 16 MLPs
+    assert medium.matmul_params(gpt) == params == 3_989_504
+    keys = 4 * 512 + 11 * 368  # L blocks 0, 4, 11, 15; S blocks but 7, which has no attention
+    tokens = 4096
+    matmuls = 6 * params * tokens  # 98,046,050,304
+    attention = 12 * 64 * keys * tokens  # QK^T and PV, forward and backward, 64 wide: 19,176,357,888
+    assert medium.flops_per_step(gpt, args, tokens) == matmuls + attention == 117_222_408_192
