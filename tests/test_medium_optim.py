@@ -355,6 +355,35 @@ def test_train_step_applies_the_schedules_of_its_own_step():
     assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
 
 
+def test_build_optimizers_groups_learning_rates_and_weight_decay():
+    """As track 1's, with track 2's groups: Muon holds the 15 QKVO stacks (block 7 has no attention) at
+    muon_weight_decay 0.01, and the 16 fc and the 16 proj matrices at 0.01 x mlp_weight_decay_mult 3 = 0.03; Adam the
+    token and value embeddings at embed_lr, the scalars at scalar_lr and the head at head_lr."""
+    args = medium.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128,
+                                  compile=False, muon_weight_decay=0.01, mlp_weight_decay_mult=3.0)
+    with torch.device("meta"):
+        gpt = medium.GPT(args)
+    adam, muon = medium.build_optimizers(gpt, args, medium.Comm(0, 1))
+
+    def ids(groups):
+        return [[id(p) for p in group["params"]] for group in groups]
+
+    blocks = list(gpt.blocks)
+    attention = [b.attn.qkvo_w for b in blocks if b.attn is not None]
+    assert len(attention) == 15
+    assert ids(muon.param_groups) == ids([dict(params=attention), dict(params=[b.mlp.fc_w for b in blocks]),
+                                          dict(params=[b.mlp.proj_w for b in blocks])])
+    assert [g["weight_decay"] for g in muon.param_groups] == pytest.approx([0.01, 0.03, 0.03])
+    assert [(g["lr"], g["momentum"]) for g in muon.param_groups] == [(0.025, 0.95)] * 3
+    embeddings = [gpt.embed.weight] + [e.weight for e in gpt.value_embeds]
+    assert ids(adam.param_groups) == ids([dict(params=embeddings), dict(params=[gpt.scalars]),
+                                          dict(params=[gpt.lm_head_w])])
+    assert [g["lr"] for g in adam.param_groups] == [0.3, 0.015, 1 / 320]
+    every = [p for opt in (adam, muon) for group in ids(opt.param_groups) for p in group]
+    assert sorted(every) == sorted(id(p) for p in gpt.parameters())  # each parameter in exactly one group
+    assert all(g["initial_lr"] == g["lr"] for opt in (adam, muon) for g in opt.param_groups)
+
+
 def test_sharded_adam_hands_a_bf16_gradient_to_the_update_uncast():
     """The gradient is widened to fp32 inside adam_update (the one compiled kernel on the GPU), not by a cast pass
     over it before; the moments are fp32 from the first step."""
