@@ -1,4 +1,5 @@
 """run.sh: picks the process count, checks everything before launching, falls back without torchrun."""
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +41,28 @@ def test_no_gpu_is_one_error_line():
     assert result.returncode == 2
     assert result.stderr.strip() == ("error: no CUDA GPU found; run on a GPU machine, or set NPROC and pass "
                                      "--device=cpu for a tiny CPU run")
+
+
+@pytest.mark.parametrize("gpus, nproc", [(1, 1), (3, 2), (6, 4), (8, 8)])
+def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_path, gpus, nproc):
+    """A stub PYTHON answers run.sh's GPU count probe and records how it is run: the check, then the launch, both
+    with the chosen count; a count below the GPUs' is noted on the console."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"with open({str(calls)!r}, 'a') as f:\n"
+                    "    f.write(json.dumps([os.environ.get('WORLD_SIZE'), sys.argv[1:]]) + '\\n')\n"
+                    f"if 'device_count' in ' '.join(sys.argv):\n    print({gpus})\n")
+    stub.chmod(0o755)
+    result = run_sh("--num_iterations=5", env={"PYTHON": str(stub), "NPROC": ""})
+    assert result.returncode == 0, result.stderr
+    note = f"note: {gpus} GPUs found; using {nproc} (the number of processes must divide 8)\n"
+    assert result.stdout == (note if gpus != nproc else "")
+    probe, check, launch = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert probe[1] == ["-c", "import torch; print(torch.cuda.device_count())"]
+    assert check == [str(nproc), ["train_gpt.py", "--num_iterations=5", "--check_only=true"]]
+    assert launch[1][0] == "-c" and "torch.distributed.run" in launch[1][1]
+    assert launch[1][2:] == ["--standalone", f"--nproc_per_node={nproc}", "train_gpt.py", "--num_iterations=5"]
 
 
 def test_world_size_not_dividing_8_stops_before_launch(shards):
