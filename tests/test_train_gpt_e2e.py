@@ -89,6 +89,7 @@ def test_two_processes_lower_the_val_loss(two_process_run):
     train = losses(log.decode(), "train_loss")
     assert [step for step, _ in train] == [1, 2, 3, 4, 5, 6]
     assert all(math.isfinite(loss) for _, loss in train)
+    assert train[0][1] == round(math.log(50304), 4)  # step 1's, the ranks' mean: as the val loss, to the print
     # rank 1 logs nothing: one copy of every line on the console
     assert result.stdout.count("log: ") == 1
     assert result.stdout.count("step:6/6 val_loss:") == 1
@@ -105,6 +106,8 @@ def test_one_process_with_accumulation_reaches_the_same_loss(two_process_run, on
     for (_, a), (_, b) in zip(one, two):
         assert abs(a - b) / b < 1e-4, (one, two)
     assert "world_size: 1" in one_process_run[1].decode()
+    # step 1's loss is the mean over both micro-steps' tokens: log(padded vocabulary) to the printed precision
+    assert losses(one_process_run[1].decode(), "train_loss")[0] == (1, round(math.log(50304), 4))
     assert "step:6/6 val_loss:" in one_process_run[0].stdout  # console lines too
 
 
