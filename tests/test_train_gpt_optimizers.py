@@ -4,7 +4,6 @@ world size 1 against hand-written updates, and 2 gloo processes against world si
 import copy
 import itertools
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -498,10 +497,10 @@ WORLD = 2
 STEPS = 2
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous(tmp_path) -> str:
+    """A file rendezvous in the test's own folder: a free TCP port found by binding and closing a socket could be
+    taken by another xdist worker before gloo binds it."""
+    return f"file://{tmp_path}/rdzv"
 
 
 def stepped_optimizers(rank, world_size, grads_of_rank, **muon_options):
@@ -547,8 +546,8 @@ def skip_interpreter_teardown():
     os._exit(0)
 
 
-def gloo_worker(rank, port, out_path):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+def gloo_worker(rank, init_method, out_path):
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=WORLD)
     try:
         result = run_optimizers(rank, WORLD, rank_grads)
         if rank == 0:
@@ -560,7 +559,7 @@ def gloo_worker(rank, port, out_path):
 
 def test_two_gloo_processes_match_one_process(tmp_path):
     out_path = tmp_path / "params.pt"
-    mp.spawn(gloo_worker, args=(free_port(), str(out_path)), nprocs=WORLD, join=True)
+    mp.spawn(gloo_worker, args=(rendezvous(tmp_path), str(out_path)), nprocs=WORLD, join=True)
     sharded = torch.load(out_path)
     single = run_optimizers(0, 1, mean_grads)
     start = make_params(MUON_SHAPES, 10) + make_params([(6, 3), (8,), (2, 4)], 11)
@@ -574,9 +573,9 @@ def test_two_gloo_processes_match_one_process(tmp_path):
 NORMUON = dict(normuon_beta2=0.9)
 
 
-def normuon_gloo_worker(rank, port, out_dir):
+def normuon_gloo_worker(rank, init_method, out_dir):
     """Each rank saves its parameters and the state keys of each Muon matrix it keeps state for."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=WORLD)
     try:
         muon_params, adam_params, muon = stepped_optimizers(rank, WORLD, rank_grads, **NORMUON)
         kept = {i: sorted(muon.state[p]) for i, p in enumerate(muon_params) if muon.state[p]}
@@ -589,7 +588,7 @@ def normuon_gloo_worker(rank, port, out_dir):
 
 def test_two_gloo_processes_match_one_process_with_normuon(tmp_path):
     """NorMuon's second moments are sharded like the momentum: each rank keeps them for its own matrices only."""
-    mp.spawn(normuon_gloo_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(normuon_gloo_worker, args=(rendezvous(tmp_path), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
     single = run_optimizers(0, 1, mean_grads, **NORMUON)
     plain = run_optimizers(0, 1, mean_grads)
