@@ -17,6 +17,7 @@ import shards  # noqa: E402
 TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
         "--val_seq_len=256", "--val_tokens=1024", "--num_iterations=4", "--val_loss_every=2"]
 VAL_LINE = re.compile(r"^step:(\d+)/4 val_loss:(\S+) train_time:\S+", re.MULTILINE)
+TRAIN_LINE = re.compile(r"^step:(\d+)/4 train_loss:(\S+) train_time:\S+", re.MULTILINE)
 
 
 def documents(rng, n: int) -> np.ndarray:
@@ -63,6 +64,15 @@ def test_validation_loss_falls(runs):
     losses = val_losses(runs["one_rank"][1])
     assert losses[0] == pytest.approx(np.log(50304), abs=1e-3)  # zero-initialised head: uniform
     assert losses[4] < losses[2] < losses[0] - 0.2
+
+
+def test_the_first_train_loss_is_uniform_over_the_padded_vocabulary(runs):
+    """Zero-initialised head: step 1's loss (the mean over the ranks, or over both micro-steps) is log(50304) to
+    the printed precision."""
+    for name, (_, log) in runs.items():
+        train = [(int(step), float(loss)) for step, loss in TRAIN_LINE.findall(log.decode())]
+        assert [step for step, _ in train] == [1, 2, 3, 4], name
+        assert train[0][1] == round(np.log(50304), 4), (name, train)
 
 
 def test_log_starts_with_the_exact_source_then_the_header(runs):
