@@ -43,12 +43,14 @@ def test_summary_without_busy_samples_says_so(power_summary):
 def test_power_sh_logs_while_the_command_runs_and_keeps_its_status(repo_root, tmp_path):
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
-    smi = fake_bin / "nvidia-smi"  # prints the samples, then waits to be stopped as the real logger would
+    smi = fake_bin / "nvidia-smi"  # prints the samples, says so, then waits to be stopped as the real logger would
     smi.write_text(f"#!/usr/bin/env bash\necho \"$@\" > {tmp_path}/smi_args\n"
-                   + "".join(f"echo '{s}'\n" for s in SAMPLES[:4]) + "exec sleep 30\n")
+                   + "".join(f"echo '{s}'\n" for s in SAMPLES[:4]) + f"touch {tmp_path}/sampled\nexec sleep 30\n")
     smi.chmod(0o755)
     env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", CUDA_VISIBLE_DEVICES="3,1")
-    result = subprocess.run(["bash", "perf/power.sh", str(tmp_path / "out"), "job", "bash", "-c", "sleep 1; exit 3"],
+    # ends once the samples are written (or after 20 s, for a logger that never writes them)
+    command = f"for _ in $(seq 400); do [ -e {tmp_path}/sampled ] && break; sleep 0.05; done; exit 3"
+    result = subprocess.run(["bash", "perf/power.sh", str(tmp_path / "out"), "job", "bash", "-c", command],
                             cwd=repo_root, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert "job: 3 busy samples of 4;" in result.stdout
