@@ -948,6 +948,12 @@ def orthogonalize(g: Tensor, coefficients: tuple = JORDAN_COEFFICIENTS, norm_sca
     return x.mT if tall else x
 
 
+# torch 2.13 has new names for these collectives (its old names print a FutureWarning in every process); older
+# releases have only the old ones
+REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+ALL_GATHER = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+
+
 class Comm:
     """Reduce-scatter / all-gather over the first dimension; with one process there is nothing to do: the full
     tensor is the shard."""
@@ -959,12 +965,12 @@ class Comm:
         if self.world_size == 1:
             return full, None
         shard = full.new_empty(full.size(0) // self.world_size, *full.shape[1:])
-        return shard, dist.reduce_scatter_tensor(shard, full, op=dist.ReduceOp.AVG, async_op=True)
+        return shard, REDUCE_SCATTER(shard, full, op=dist.ReduceOp.AVG, async_op=True)
 
     def all_gather(self, full: Tensor, shard: Tensor):
         if self.world_size == 1:
             return None
-        return dist.all_gather_into_tensor(full, shard, async_op=True)
+        return ALL_GATHER(full, shard, async_op=True)
 
     def own(self, full: Tensor) -> Tensor:
         size = full.size(0) // self.world_size

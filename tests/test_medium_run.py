@@ -56,6 +56,7 @@ def val_losses(log: bytes) -> dict:
 
 def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
     two, one = val_losses(runs["two_ranks"][1]), val_losses(runs["one_rank"][1])
+    assert "FutureWarning" not in runs["two_ranks"][0].stderr  # torch 2.13's renamed collectives warned per process
     assert sorted(two) == sorted(one) == [0, 2, 4]
     assert abs(two[4] - one[4]) / one[4] < 1e-4
 
