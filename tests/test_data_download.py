@@ -1,6 +1,7 @@
 """Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline)."""
 
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -144,6 +145,25 @@ def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, 
     assert err[-1].startswith(expected_start)
     assert sum(line.startswith("error:") for line in err) == 1
     assert "Traceback" not in "\n".join(err)
+
+
+def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path, monkeypatch, capsys):
+    """The real download_file resolves the Hub's host first: offline, huggingface_hub retried 5 times (23 s)."""
+    import huggingface_hub
+    resolved, hub_calls = [], []
+
+    def no_network(host, port, *args, **kwargs):
+        resolved.append(host)
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: hub_calls.append(a))
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org")
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1 and resolved == ["hub.example.org"] and hub_calls == []
+    assert err[-1] == ("error: cannot resolve the Hugging Face Hub's host ([Errno -2] Name or service not known) to "
+                       "download fineweb_val_000000.bin (no network?); check your connection (or HF_ENDPOINT) and "
+                       "rerun, finished files are kept")
 
 
 def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys):
