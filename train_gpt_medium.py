@@ -1416,7 +1416,7 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise SetupError(f"--device={args.device}: use cuda or cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SetupError("CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
-    if args.device == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+    if args.device == "cuda" and torch.cuda.device_count() < launch_number("LOCAL_WORLD_SIZE", 1):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
                          f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
     if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability() < (9, 0):
@@ -1435,12 +1435,13 @@ def check_settings(args: Hyperparameters, world_size: int):
     check_machine(args, world_size)
 
 
-def world_size_of_launch() -> int:
+def launch_number(name: str, default: int) -> int:
+    """A count or rank that torchrun sets (WORLD_SIZE, LOCAL_WORLD_SIZE, RANK, LOCAL_RANK); default when unset."""
     try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
+        return int(os.environ.get(name, str(default)))
     except ValueError:
-        raise SetupError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} is not a process count; launch with torchrun "
-                         "or ./run.sh") from None
+        kind = "process count" if name.endswith("WORLD_SIZE") else "process rank"
+        raise SetupError(f"{name}={os.environ[name]} is not a {kind}; launch with torchrun or ./run.sh") from None
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
@@ -2117,8 +2118,8 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
 
 def main():
     args = parse_args(sys.argv[1:])
-    world_size = world_size_of_launch()
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    world_size = launch_number("WORLD_SIZE", 1)
+    rank, local_rank = launch_number("RANK", 0), launch_number("LOCAL_RANK", 0)
     check_settings(args, world_size)
     args.grad_accum_steps = args.grad_accum_steps or 8 // world_size
     train_files, val_files = check_data(args, world_size, args.grad_accum_steps)
@@ -2196,6 +2197,6 @@ if __name__ == "__main__":
     try:
         main()
     except SetupError as error:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if os.environ.get("RANK", "0") in ("0", "") or not os.environ["RANK"].isdigit():  # rank 0, or a bad RANK
             print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -232,12 +232,14 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
 
 
-@pytest.mark.parametrize("world_size, message", [
-    ("0", "world size 0 does not divide 8"), ("-1", "world size -1 does not divide 8"),
-    ("abc", "WORLD_SIZE=abc is not a process count; launch with torchrun or ./run.sh"),
+@pytest.mark.parametrize("name, value, message", [
+    ("WORLD_SIZE", "0", "world size 0 does not divide 8"), ("WORLD_SIZE", "-1", "world size -1 does not divide 8"),
+    ("WORLD_SIZE", "abc", "WORLD_SIZE=abc is not a process count; launch with torchrun or ./run.sh"),
+    ("RANK", "x", "RANK=x is not a process rank; launch with torchrun or ./run.sh"),
+    ("LOCAL_RANK", "", "LOCAL_RANK= is not a process rank; launch with torchrun or ./run.sh"),
 ])
-def test_a_bad_world_size_from_the_launcher_is_one_error(monkeypatch, world_size, message):
-    monkeypatch.setenv("WORLD_SIZE", world_size)
+def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
     monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
     with pytest.raises(SetupError) as error:
         train_gpt.main()
