@@ -2177,18 +2177,22 @@ def ms_between(start, end) -> float:
 
 
 class TrainingClock:
-    """The speedrun clock: it runs during training steps and stops for validation."""
+    """The speedrun clock: it runs during training steps and stops for validation. The time it spends
+    stopped is kept as validation_s, for the run's closing time line."""
 
     def __init__(self, device: torch.device):
-        self.device, self.total_ms = device, 0.0
+        self.device, self.total_ms, self.validation_s, self.stopped = device, 0.0, 0.0, None
 
     def start(self):
         sync(self.device)
         self.started, self.started_mark = time.perf_counter(), mark(self.device)
+        if self.stopped is not None:
+            self.validation_s += self.started - self.stopped
 
     def stop(self):
         sync(self.device)
-        self.total_ms += 1000 * (time.perf_counter() - self.started)
+        self.stopped = time.perf_counter()
+        self.total_ms += 1000 * (self.stopped - self.started)
 
     def ms_at(self, end_mark) -> float:
         return self.total_ms + ms_between(self.started_mark, end_mark)
@@ -2208,11 +2212,11 @@ def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparamet
 
 
 def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
-                    tokens_per_step: int, flops_per_step: float, world_size: int) -> str:
+                    tokens_per_step: int, flops: float, world_size: int) -> str:
     line = f"step:{step}/{args.num_iterations} val_loss:{val_loss:.4f} train_time:{training_ms:.0f}ms"
     if step:
         step_avg = training_ms / step
-        mfu = flops_per_step / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
+        mfu = flops / (step_avg / 1000) / (args.peak_tflops * 1e12 * world_size)
         line += (f" step_avg:{step_avg:.2f}ms tokens/s:{tokens_per_step / step_avg * 1000:.0f}"
                  f" mfu:{100 * mfu:.1f}%")
     return line
@@ -2257,12 +2261,12 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
     return table, laps
 
 
-def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, args: Hyperparameters,
-          rank: int, world_size: int, device: torch.device, flops_per_step: float) -> int | None:
-    """Training steps with validation every val_loss_every steps and at the end.
+def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
+          args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> int | None:
+    """Training steps with validation every val_loss_every steps and at the end, timed by clock.
     Returns the step whose loss was not finite (the run stops there), else None."""
     tokens_per_step = global_batch_tokens(args, world_size)
-    clock, pending = TrainingClock(device), None
+    pending = None
     clock.start()
     for step in range(args.num_iterations + 1):
         last_step = step == args.num_iterations
@@ -2272,8 +2276,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, ar
             pending = None
             clock.stop()
             val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks_at(step, args)])
-            log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops_per_step,
-                                      world_size))
+            log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops, world_size))
             clock.start()
         if last_step:
             return None
@@ -2337,17 +2340,22 @@ def main():
     if args.compile:
         log.write(f"compile phases (s): {compile_phases()}; cache lookups: {compile_cache_lookups()}", console=False)
     log.write(f"warmup parts: {laps}", console=False)
+    startup_s = time.perf_counter() - PROCESS_START
     log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
-              f"(compile included, state restored); training starts at {time.perf_counter() - PROCESS_START:.1f}s")
+              f"(compile included, state restored); training starts at {startup_s:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     # MFU counts the weight matmuls' FLOPs only; attention's scores and values are left out (track 2 counts them)
-    flops_per_step = 6 * matmul_params(raw_model) * global_batch_tokens(args, world_size)
-    failed_step = train(model, optimizers, batches, val_tokens, windows, log, args, rank, world_size, device,
-                        flops_per_step)
+    flops = 6 * matmul_params(raw_model) * global_batch_tokens(args, world_size)
+    clock = TrainingClock(device)
+    failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
+                        device, flops)
     if failed_step is not None:
+        clock.stop()  # train returned with it running: its last steps count in the time line
         log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
                   "the data")
+    log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "
+              f"validation {clock.validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")

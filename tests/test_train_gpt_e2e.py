@@ -136,7 +136,10 @@ def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
     assert bad[0] == train[-1][0] < 10  # the first non-finite step is the last one run, before the end
     assert all(math.isfinite(loss) for _, loss in train[:-1])
     stopped = f"stopped: non-finite train loss at step {bad[0]}; lower the learning rates or check the data"
-    assert log.rstrip("\n").endswith("\n" + stopped)
+    assert log.rstrip("\n").splitlines()[-2] == stopped  # then the time line, whose training counts every step run
+    last_step_ms = int(re.findall(r"^step:\d+/10 train_loss:\S+ train_time:(\d+)ms", log, re.MULTILINE)[-1])
+    training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", log, re.MULTILINE).group(1))
+    assert training_s >= last_step_ms / 1000 - 0.05
     assert stopped in result.stdout
     assert losses(log, "val_loss") == []  # no final validation of a broken model
 
@@ -163,6 +166,14 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     assert text.index("step:0/6 val_loss") < first.start() < text.index("step:1/6 train_loss")
     warmup_end = float(re.search(r"training starts at ([\d.]+)s", text).group(1))
     assert float(first.group(1)) >= warmup_end
+    # the closing time line: the clock's training seconds are those of the last step line
+    times = re.search(r"^time: startup ([\d.]+)s, training ([\d.]+)s, validation ([\d.]+)s, total ([\d.]+)s$", text,
+                      re.MULTILINE)
+    assert times, text[-2000:]
+    startup, training, validation, total = map(float, times.groups())
+    last_ms = int(re.findall(r"^step:6/6 val_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
+    assert startup == warmup_end and training == pytest.approx(last_ms / 1000, abs=0.051)
+    assert validation > 0 and startup + training + validation <= total + 0.1
 
 
 def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tmp_path):
