@@ -12,6 +12,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "perf"))
 import train_gpt_medium as medium  # noqa: E402
 from gpu_checks import medium_plain_newton_schulz as plain_newton_schulz  # noqa: E402  (the GPU check's reference)
+from stand_ins import ScheduleRecorder, WindowRecorder  # noqa: E402
 
 
 def scalars(momentum, lr, keep):
@@ -300,33 +301,6 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
         tokens = 1728 * step / args.num_iterations
         assert medium.window_blocks_at(step, args) == max(128, -(-tokens // 128) * 128) // 128, step
     assert medium.window_blocks_at(0, args) == 1 and medium.window_blocks_at(6450, args) == 14
-
-
-class ScheduleRecorder(torch.optim.Optimizer):
-    """A stand-in optimizer: each step() records every group's (lr, momentum), momentum None where the group has
-    none (as ShardedAdam's groups), and changes nothing."""
-
-    def __init__(self, groups):
-        super().__init__(groups, {})
-        self.seen = []
-        for group in self.param_groups:
-            group["initial_lr"] = group["lr"]
-
-    def step(self):
-        self.seen.append([(group["lr"], group.get("momentum")) for group in self.param_groups])
-
-
-class WindowRecorder(torch.nn.Module):
-    """A stand-in model, loss (a + b + c) x sum(inputs), that records the window tensor of each micro-step."""
-
-    def __init__(self):
-        super().__init__()
-        self.a, self.b, self.c = (torch.nn.Parameter(torch.ones(())) for _ in range(3))
-        self.windows = []
-
-    def forward(self, inputs, targets, window):
-        self.windows.append(window)
-        return (self.a + self.b + self.c) * inputs.float().sum()
 
 
 def test_train_step_applies_the_schedules_of_its_own_step():

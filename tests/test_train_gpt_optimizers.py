@@ -16,6 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
 from train_gpt import Comm, Hyperparameters, Muon, ShardedAdam  # noqa: E402
+from stand_ins import ScheduleRecorder, WindowRecorder  # noqa: E402
 
 # Same-shape matrices form one Muon group; the 3-D one is stacked like the merged QKVO weight.
 MUON_SHAPES = [(16, 8), (16, 8), (8, 24), (24, 8), (3, 8, 12)]
@@ -395,33 +396,6 @@ def test_window_schedule_is_the_records_next_multiple_of_128_of_1728_progress():
         record = max(128, -(-tokens // 128) * 128)  # next multiple of 128 at or above, 128 at step 0
         assert train_gpt.window_blocks_at(step, args) == record // 128, step
     assert train_gpt.window_blocks_at(0, args) == 1 and train_gpt.window_blocks_at(1695, args) == 14
-
-
-class ScheduleRecorder(torch.optim.Optimizer):
-    """A stand-in optimizer: each step() records every group's (lr, momentum), momentum None where the group has
-    none (as ShardedAdam's groups), and changes nothing."""
-
-    def __init__(self, groups):
-        super().__init__(groups, {})
-        self.seen = []
-        for group in self.param_groups:
-            group["initial_lr"] = group["lr"]
-
-    def step(self):
-        self.seen.append([(group["lr"], group.get("momentum")) for group in self.param_groups])
-
-
-class WindowRecorder(torch.nn.Module):
-    """A stand-in model, loss (a + b + c) x sum(inputs), that records the window tensor of each micro-step."""
-
-    def __init__(self):
-        super().__init__()
-        self.a, self.b, self.c = (torch.nn.Parameter(torch.ones(())) for _ in range(3))
-        self.windows = []
-
-    def forward(self, inputs, targets, window):
-        self.windows.append(window)
-        return (self.a + self.b + self.c) * inputs.float().sum()
 
 
 def test_train_step_applies_the_schedules_of_its_own_step():
