@@ -17,6 +17,7 @@ import socket
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
+from urllib.request import getproxies
 
 from tqdm import tqdm
 
@@ -40,12 +41,21 @@ def download_file(repo_id: str, filename: str, dest_dir: Path) -> Path:
     """Download one file of a Hugging Face dataset repo into dest_dir and return its path.
 
     huggingface_hub keeps the partial transfer under dest_dir/.cache and resumes it on
-    the next call. The Hub's host name is resolved first: offline, huggingface_hub retried
-    five times (23 s, 11 lines) before failing. Tests replace this function with a local stand-in.
+    the next call. Tests replace this function with a local stand-in.
     """
-    socket.getaddrinfo(urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname, 443)
+    resolve_hub_host()
     from huggingface_hub import hf_hub_download
     return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=dest_dir))
+
+
+def resolve_hub_host():
+    """Resolve the Hub's host name (socket.gaierror where that fails): offline, huggingface_hub retried five times
+    (23 s, 11 lines) before failing. Skipped behind an HTTP(S) proxy, which resolves names itself, in
+    huggingface_hub's offline mode, and for an HF_ENDPOINT without a host."""
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+    proxied = any(scheme in getproxies() for scheme in ("https", "http", "all"))
+    if host and not proxied and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0"):
+        socket.getaddrinfo(host, 443)
 
 
 def explain_download_failure(exc: Exception, repo_id: str, filename: str, out_dir: Path) -> str:

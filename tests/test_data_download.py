@@ -14,6 +14,7 @@ import cached_fineweb10B as downloader  # noqa: E402
 import shards  # noqa: E402
 
 REPO_ID = "kjj0/fineweb10B-gpt2"
+PROXY_VARIABLES = [f"{scheme}{case}" for scheme in ("https_", "http_", "all_") for case in ("proxy", "PROXY")]
 
 
 def shard_tokens(index):
@@ -158,12 +159,37 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: hub_calls.append(a))
+    for name in PROXY_VARIABLES + ["HF_HUB_OFFLINE"]:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org")
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == ["hub.example.org"] and hub_calls == []
     assert err[-1] == ("error: cannot resolve the Hugging Face Hub's host ([Errno -2] Name or service not known) to "
                        "download fineweb_val_000000.bin (no network?); check your connection (or HF_ENDPOINT) and "
                        "rerun, finished files are kept")
+
+
+@pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
+                                     ("HF_ENDPOINT", "hub-without-scheme")])
+def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a_host(tmp_path, monkeypatch, capsys,
+                                                                                      setting):
+    """A proxy resolves names itself (a machine behind one may resolve none), offline mode is the Hub's own answer,
+    and an endpoint without a scheme has no host to resolve: huggingface_hub decides."""
+    import huggingface_hub
+    resolved, hub_calls = [], []
+
+    def hub_unreachable(repo_id, filename, **kwargs):
+        hub_calls.append(filename)
+        raise LocalEntryNotFoundError("connection error")
+
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: resolved.append(host))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub_unreachable)
+    for name in PROXY_VARIABLES + ["HF_HUB_OFFLINE"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(*setting)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1 and resolved == [] and hub_calls == ["fineweb_val_000000.bin"]
+    assert err[-1].startswith("error: cannot reach the Hugging Face Hub to download fineweb_val_000000.bin")
 
 
 def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys):
