@@ -1169,10 +1169,11 @@ def _(blocks):
     return blocks.new_empty(blocks.shape[:-1], dtype=torch.int32), blocks.new_empty(blocks.shape, dtype=torch.int32)
 
 
-def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool = True) -> list[BlockMask]:
+def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool | None = None) -> list[BlockMask]:
     """A FlexAttention mask per window (in blocks) from block-level matrices. Compiled kernels evaluate mask_mod on
     the lists' partial blocks only, which hold the window, so there it may leave the window out (the term cost track 2
     1.1 ms a step on the H200); uncompiled flex_attention evaluates it on every block, so there it needs the window.
+    By default (None) mask_mod leaves it out where dynamo traces the caller, as it does the compiled model.
     The rows of every mask, key side and query side (the backward's), come from one block_rows call: one sort a step
     (one call per matrix, eight, ran 1.0 ms a step slower on the H200)."""
     matrices = []
@@ -1182,6 +1183,8 @@ def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool = T
         matrices += [partial, full, partial.T, full.T]
     counts, indices = block_rows(torch.stack(matrices))
     counts, indices = counts[:, None, None], indices[:, None, None]  # BlockMask's (batch, heads) dims
+    if windowed_mask_mod is None:
+        windowed_mask_mod = not torch.compiler.is_compiling()
     return [mask_from_rows(docs, window_blocks if windowed_mask_mod else None, counts[4 * i:4 * i + 4],
                            indices[4 * i:4 * i + 4]) for i, window_blocks in enumerate(windows)]
 
@@ -1211,13 +1214,13 @@ def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
     return per_token & (docs[:, None] == docs[None, :]) & (positions[:, None] >= positions[None, :])
 
 
-def attention_masks(tokens: Tensor, window_blocks: Tensor, compiled: bool = False) -> dict:
-    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT. compiled: the model
-    runs under torch.compile (its FlexAttention kernels follow the block lists)."""
+def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
+    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT. Block masks on the
+    GPU, whose mask_mod tests the window unless dynamo traces the model (block_masks)."""
     docs = (tokens == EOT_TOKEN).cumsum(0)
     windows = [window_blocks, torch.clamp_min(window_blocks // 2, 1)]
     if tokens.is_cuda:
-        masks = block_masks(docs, windows, windowed_mask_mod=not compiled)
+        masks = block_masks(docs, windows)
     else:
         masks = [dense_mask(docs, window) for window in windows]
     return dict(zip("LS", masks))
@@ -1331,7 +1334,6 @@ class GPT(nn.Module):
         vocab, dim, layers = padded_vocab(args.vocab_size), args.model_dim, args.num_layers
         max_len = max(args.train_seq_len, args.val_seq_len)
         self.window_pattern = args.window_pattern
-        self.compiled = args.compile  # main compiles the model when this is set
         # bf16 tables (and so bf16 Adam moments), as in the record
         self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
         self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
@@ -1389,7 +1391,7 @@ class GPT(nn.Module):
 
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
-        masks = attention_masks(inputs, window_blocks, self.compiled)
+        masks = attention_masks(inputs, window_blocks)
         x0, value_embeds = self.embedded(inputs)
         x = x0
         skip_weights, block_lambdas, attn_lambdas = self.scalar_views()
@@ -2070,7 +2072,7 @@ def communication_overlap(events) -> str | None:
 
 def lr_multiplier(step: int, args: Hyperparameters) -> float:
     """1 until the cooldown, then linear down to final_lr_frac at num_iterations, held there for any warmup steps
-    past the schedule (more warmup steps than training steps is allowed)."""
+    past the schedule (more warmup steps than training steps is allowed); 1 throughout with no cooldown."""
     progress = min(step / args.num_iterations, 1.0)
     if args.cooldown_frac == 0 or progress < 1 - args.cooldown_frac:
         return 1.0
@@ -2374,6 +2376,6 @@ if __name__ == "__main__":
     try:
         main()
     except SetupError as error:
-        if os.environ.get("RANK", "0") in ("0", "") or not os.environ["RANK"].isdigit():  # rank 0, or a bad RANK
+        if not os.environ.get("RANK", "0").isdigit() or int(os.environ.get("RANK", "0")) == 0:  # or a bad RANK
             print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

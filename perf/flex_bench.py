@@ -68,7 +68,7 @@ def main(tracks: list[str], option_names: list[str]):
         q, k, v = (torch.randn(1, heads, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
         for window in (3, 7, 14):  # in blocks: the end of training's short and long windows, and an early one
-            mask = script.block_masks(docs, [torch.tensor(window, device="cuda")])[0]
+            mask = script.block_masks(docs, [torch.tensor(window, device="cuda")], windowed_mask_mod=False)[0]
             results, reference = {}, None
             for name in option_names:
                 options = OPTIONS[name]

@@ -55,8 +55,8 @@ def main(tracks: list[str]):
         print(f"{track}: {tokens} tokens, {starts.numel() - 1} documents, longest {longest}")
         for window in (3, 7, 14):  # in blocks: the end of training's short and long windows, and an early one
             times = {}
-            masks = {"flex blocks": script.block_masks(docs, [torch.tensor(window, device="cuda")])[0],
-                     "flex tokens": token_window_mask(docs, window * 128)}
+            blocks = script.block_masks(docs, [torch.tensor(window, device="cuda")], windowed_mask_mod=False)[0]
+            masks = {"flex blocks": blocks, "flex tokens": token_window_mask(docs, window * 128)}
             outputs = {}
             for name, mask in masks.items():
                 times[name], out, _, _ = time_attention(*as_flex, mask, {})  # flex_bench's default option set

@@ -88,6 +88,22 @@ def test_block_and_dense_masks_equal_brute_force(seed, blocks, doc_lengths, wind
         assert torch.equal(partial, any_allowed & ~all_allowed), window
 
 
+@pytest.mark.parametrize("traced", [False, True])
+def test_mask_mod_leaves_the_window_to_the_block_lists_only_under_dynamo(monkeypatch, traced):
+    """The model's masks by default: traced by dynamo (compiled kernels follow the block lists) mask_mod is the
+    document rule alone; run eagerly (flex_attention then evaluates mask_mod on every block) it tests the window."""
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: traced)
+    tokens = random_tokens(1, 8 * BLOCK_SIZE, [700, 1500])
+    docs = (tokens == EOT_TOKEN).cumsum(0)
+    positions = torch.arange(tokens.numel())
+    q, k = positions[:, None], positions[None, :]
+    per_element = train_gpt.block_masks(docs, [torch.tensor(2)])[0].mask_mod(0, 0, q, k)
+    windowed = brute_force_mask(tokens, 2)
+    document_causal = (docs[q] == docs[k]) & (q >= k)
+    assert torch.equal(per_element, document_causal if traced else windowed)
+    assert not torch.equal(document_causal, windowed)  # the window cuts something here
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
 @pytest.mark.parametrize("seed, blocks, doc_lengths, windows", CASES)
 def test_block_masks_hold_what_flexattentions_own_constructor_derives(script, seed, blocks, doc_lengths, windows):
