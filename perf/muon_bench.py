@@ -71,9 +71,8 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
     """One iteration's products on a group's stack, laid out as the compiled orthogonalize lays it out: short side
     first, contiguous (inductor writes the normed x that way), in orthogonalize's dtype; "poly A sym" is a product of
     two symmetric matrices that commute, as track 2's Gram Newton-Schulz steps take them."""
-    x = stack.to(NEWTON_SCHULZ_DTYPES[name])
-    x = x.mT if x.size(-2) > x.size(-1) else x
-    x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).contiguous()
+    x = stack.mT if stack.size(-2) > stack.size(-1) else stack
+    x = (x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)).to(NEWTON_SCHULZ_DTYPES[name]).contiguous()  # normed first
     xxt = script.sym_matmul(x)
     a, b, c = 3.4445, -4.7750, 2.0315  # Jordan's (a, b, c): sym_matmul takes c as alpha, b as beta, as orthogonalize
     poly = script.sym_matmul(xxt, xxt, alpha=c, beta=b)

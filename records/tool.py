@@ -19,6 +19,7 @@ then a header, the resolved hyperparameters and the step lines::
     step:0/20 val_loss:10.8258 train_time:0ms
     step:1/20 train_loss:10.8301 train_time:35ms step_avg:35.00ms
     step:20/20 val_loss:3.2790 train_time:700ms step_avg:35.00ms tokens/s:... mfu:...%
+    time: startup 25.1s, training 0.7s, validation 0.4s, total 27.0s   (ignored)
     peak memory allocated: 33512 MiB reserved: 34000 MiB   (CUDA runs only)
 
 Nothing here depends on which script wrote the log: the script's name comes from the
