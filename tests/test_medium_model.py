@@ -185,20 +185,6 @@ def test_block_mask_and_dense_mask_match_brute_force(window, windowed_mask_mod):
     assert torch.equal(built, expected)
 
 
-@pytest.mark.parametrize("traced", [False, True])
-def test_mask_mod_leaves_the_window_to_the_block_lists_only_under_dynamo(monkeypatch, traced):
-    """The model's masks by default: traced by dynamo (compiled kernels follow the block lists) mask_mod is the
-    document rule alone; run eagerly (flex_attention then evaluates mask_mod on every block) it tests the window."""
-    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: traced)
-    tokens = packed_tokens(2, 1024, documents=2)[:1024]
-    docs = (tokens == medium.EOT_TOKEN).cumsum(0)
-    q, k = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
-    per_element = medium.block_masks(docs, [torch.tensor(2)])[0].mask_mod(0, 0, q, k)
-    document_causal = (docs[q] == docs[k]) & (q >= k)
-    assert torch.equal(per_element, document_causal if traced else brute_force_mask(docs, 2))
-    assert not torch.equal(document_causal, brute_force_mask(docs, 2))  # the window cuts something here
-
-
 @pytest.mark.parametrize("window", [1, 2, 3])
 def test_flex_attention_with_block_mask_equals_dense_path(window):
     """Forward only (FlexAttention has no CPU backward): what --compile=false runs on a GPU against the CPU path."""
