@@ -14,7 +14,6 @@ import cached_fineweb10B as downloader  # noqa: E402
 import shards  # noqa: E402
 
 REPO_ID = "kjj0/fineweb10B-gpt2"
-PROXY_VARIABLES = [f"{scheme}{case}" for scheme in ("https_", "http_", "all_") for case in ("proxy", "PROXY")]
 
 
 def shard_tokens(index):
@@ -148,7 +147,17 @@ def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, 
     assert "Traceback" not in "\n".join(err)
 
 
-def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def direct_network(monkeypatch):
+    """No proxy and not huggingface_hub's offline mode, whatever the machine running the tests sets."""
+    for name in ("https_proxy", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
+def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path, monkeypatch, capsys,
+                                                                      direct_network):
     """The real download_file resolves the Hub's host first: offline, huggingface_hub retried 5 times (23 s)."""
     import huggingface_hub
     resolved, hub_calls = [], []
@@ -159,8 +168,6 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: hub_calls.append(a))
-    for name in PROXY_VARIABLES + ["HF_HUB_OFFLINE"]:
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org")
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == ["hub.example.org"] and hub_calls == []
@@ -172,7 +179,7 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
                                      ("HF_ENDPOINT", "hub-without-scheme")])
 def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a_host(tmp_path, monkeypatch, capsys,
-                                                                                      setting):
+                                                                                      direct_network, setting):
     """A proxy resolves names itself (a machine behind one may resolve none), offline mode is the Hub's own answer,
     and an endpoint without a scheme has no host to resolve: huggingface_hub decides."""
     import huggingface_hub
@@ -184,8 +191,6 @@ def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a
 
     monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: resolved.append(host))
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub_unreachable)
-    for name in PROXY_VARIABLES + ["HF_HUB_OFFLINE"]:
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(*setting)
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == [] and hub_calls == ["fineweb_val_000000.bin"]
