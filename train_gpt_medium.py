@@ -1438,12 +1438,12 @@ def check_settings(args: Hyperparameters, world_size: int):
 
 
 def launch_number(name: str, default: int) -> int:
-    """A count or rank that torchrun sets (WORLD_SIZE, LOCAL_WORLD_SIZE, RANK, LOCAL_RANK); default when unset."""
-    try:
-        return int(os.environ.get(name, str(default)))
-    except ValueError:
-        kind = "process count" if name.endswith("WORLD_SIZE") else "process rank"
-        raise SetupError(f"{name}={os.environ[name]} is not a {kind}; launch with torchrun or ./run.sh") from None
+    """A count or rank that torchrun sets (WORLD_SIZE, LOCAL_WORLD_SIZE, RANK, LOCAL_RANK); default when unset. A
+    rank is an integer from 0; a count's range is check_machine's."""
+    raw, kind = os.environ.get(name, str(default)), "process count" if name.endswith("WORLD_SIZE") else "process rank"
+    if not re.fullmatch(r"-?\d+" if kind == "process count" else r"\d+", raw.strip()):
+        raise SetupError(f"{name}={raw} is not a {kind}; launch with torchrun or ./run.sh")
+    return int(raw)
 
 
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):

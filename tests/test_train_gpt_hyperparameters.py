@@ -232,17 +232,21 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
 
 
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("name, value, message", [
     ("WORLD_SIZE", "0", "world size 0 does not divide 8"), ("WORLD_SIZE", "-1", "world size -1 does not divide 8"),
     ("WORLD_SIZE", "abc", "WORLD_SIZE=abc is not a process count; launch with torchrun or ./run.sh"),
     ("RANK", "x", "RANK=x is not a process rank; launch with torchrun or ./run.sh"),
+    ("RANK", "-1", "RANK=-1 is not a process rank; launch with torchrun or ./run.sh"),
     ("LOCAL_RANK", "", "LOCAL_RANK= is not a process rank; launch with torchrun or ./run.sh"),
+    ("LOCAL_RANK", "-2", "LOCAL_RANK=-2 is not a process rank; launch with torchrun or ./run.sh"),
 ])
-def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, name, value, message):
+def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, script, name, value, message):
+    module = __import__(script)
     monkeypatch.setenv(name, value)
-    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
-    with pytest.raises(SetupError) as error:
-        train_gpt.main()
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--device=cpu", "--check_only=true"])
+    with pytest.raises(module.SetupError) as error:
+        module.main()
     assert str(error.value).startswith(message)
 
 
