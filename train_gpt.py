@@ -1448,9 +1448,11 @@ def read_shard_header(path: str) -> int:
     return num_tokens
 
 
-def read_shard(path: str) -> Tensor:
+def read_shard(path: str, limit: int | None = None) -> Tensor:
+    """The shard's tokens, or its first limit tokens."""
     num_tokens = read_shard_header(path)
-    return torch.from_numpy(np.fromfile(path, dtype=np.uint16, count=num_tokens, offset=HEADER_BYTES))
+    count = num_tokens if limit is None else min(num_tokens, limit)
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16, count=count, offset=HEADER_BYTES))
 
 
 def find_shards(pattern: str) -> list[str]:
@@ -1508,8 +1510,13 @@ def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, de
 
 
 def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tensor:
-    tokens = torch.cat([read_shard(path) for path in files])[:count + 1]
-    return tokens.to(device).to(torch.int32)
+    """The first count + 1 tokens of the files (validation's inputs and targets), read no further."""
+    parts = []
+    for path in files:
+        parts.append(read_shard(path, count + 1 - sum(map(len, parts))))
+        if sum(map(len, parts)) == count + 1:
+            break
+    return torch.cat(parts).to(device).to(torch.int32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1656,7 +1663,7 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
                         f"tokens starting at a document start, the run needs {needed}; download more shards "
                         "(python data/cached_fineweb10B.py N) or lower --num_iterations")
-    largest_val = max((int(tokens.numpy().max()) for tokens in map(read_shard, val_files) if len(tokens)), default=0)
+    largest_val = int(load_val_tokens(val_files, args.val_tokens, torch.device("cpu")).max())  # the tokens it reads
     for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
         if token >= args.vocab_size:
             raise DataError(f"{pattern} hold token id {token}, outside --vocab_size={args.vocab_size}; check them "

@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import train_gpt  # noqa: E402
+import train_gpt_medium  # noqa: E402
 from shards import write_shard  # noqa: E402
 from train_gpt import DataError, Hyperparameters, SetupError  # noqa: E402
 
@@ -174,10 +175,10 @@ def test_shard_header_errors(tmp_path):
     assert train_gpt.read_shard_header(raw_file(tmp_path / "good.bin", [20240520, 1, 10], 20)) == 10
 
 
-def data_args(shards, **overrides):
+def data_args(shards, script=train_gpt, **overrides):
     settings = dict(train_files=str(shards / "train_*.bin"), val_files=str(shards / "val_*.bin"),
                     train_seq_len=SEQ_LEN, val_seq_len=256, val_tokens=1024, num_iterations=2, device="cpu")
-    return Hyperparameters(**{**settings, **overrides})
+    return script.Hyperparameters(**{**settings, **overrides})
 
 
 def test_check_data_accepts_enough_data(shards):
@@ -319,10 +320,41 @@ def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, which):
     for name in ["train_000001.bin", "val_000000.bin"]:
         tokens = documents(rng, 6_000)
         if name.startswith(which):
-            tokens[3_000] = 60_000
+            tokens[500] = 60_000
         write_shard(tmp_path / name, tokens)
     with pytest.raises(DataError) as error:
         train_gpt.check_data(data_args(tmp_path), 1, 1)
     assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 60000, outside --vocab_size=50257; "
                                 "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
     train_gpt.check_data(data_args(tmp_path, vocab_size=60_001), 1, 1)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_val_tokens_run_on_into_the_next_file_and_stop_there(tmp_path, script):
+    rng = np.random.default_rng(1)
+    parts = [documents(rng, 600), documents(rng, 700), documents(rng, 50)]
+    for i, tokens in enumerate(parts):
+        write_shard(tmp_path / f"val_{i:06d}.bin", tokens)
+    tokens = script.load_val_tokens(script.find_shards(str(tmp_path / "val_*.bin")), 1_000, CPU)
+    assert torch.equal(tokens, torch.from_numpy(np.concatenate(parts)[:1_001].astype(np.int32)))
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_only_the_validation_tokens_the_run_reads_are_checked_and_read(tmp_path, monkeypatch, script):
+    """--val_tokens=1024 reads the val shards' first 1,025 tokens: an id past the vocabulary after them is no error,
+    and no shard is read further (FineWeb's val shard holds 100M tokens; the run reads 10.5M)."""
+    rng = np.random.default_rng(0)
+    write_shard(tmp_path / "train_000001.bin", documents(rng, 6_000))
+    tokens = documents(rng, 6_000)
+    tokens[1_025] = 60_000
+    write_shard(tmp_path / "val_000000.bin", tokens)
+    limits, read_shard = [], script.read_shard
+    monkeypatch.setattr(script, "read_shard",
+                        lambda path, limit=None: limits.append((Path(path).name, limit)) or read_shard(path, limit))
+    args = data_args(tmp_path, script)
+    script.check_data(args, 1, 1)
+    assert ("val_000000.bin", 1_025) in limits and ("val_000000.bin", None) not in limits
+    tokens[1_000] = 60_000
+    write_shard(tmp_path / "val_000000.bin", tokens)
+    with pytest.raises(script.DataError, match="hold token id 60000"):
+        script.check_data(args, 1, 1)
