@@ -2107,6 +2107,16 @@ def window_tensors(args: Hyperparameters, device: torch.device) -> dict[int, Ten
     return {w: torch.tensor(w, dtype=torch.int32, device=device) for w in sorted(used)}
 
 
+def flops_per_step(model: GPT, args: Hyperparameters, tokens_per_step: int) -> float:
+    """6 x matmul params x tokens, plus attention's two matmuls (12 x width x keys per query, forward and
+    backward) with the run's mean window as keys (half of it in S layers)."""
+    mean_window = BLOCK_SIZE * sum(window_blocks_at(s, args) for s in range(args.num_iterations)) / args.num_iterations
+    keys = sum(min(mean_window / (1 if kind == "L" else 2), args.train_seq_len)
+               for kind, block in zip(args.window_pattern, model.blocks) if block.attn is not None)
+    width = args.num_heads * args.head_dim
+    return 6 * matmul_params(model) * tokens_per_step + 12 * width * keys * tokens_per_step
+
+
 def set_schedules(optimizers, step: int, args: Hyperparameters):
     for opt in optimizers:
         for group in opt.param_groups:
@@ -2354,8 +2364,7 @@ def main():
               f"(compile included, state restored); training starts at {startup_s:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    # MFU counts the weight matmuls' FLOPs only; attention's scores and values are left out (track 2 counts them)
-    flops = 6 * matmul_params(raw_model) * global_batch_tokens(args, world_size)
+    flops = flops_per_step(raw_model, args, global_batch_tokens(args, world_size))
     clock = TrainingClock(device)
     failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
                         device, flops)

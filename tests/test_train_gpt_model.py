@@ -252,6 +252,22 @@ def expected_parameter_count(vocab, dim, heads, head_dim, layers, attention_laye
     return embeddings + attention + mlp + vocab * dim + scalars
 
 
+def test_flops_per_step_counts_six_per_matmul_parameter_and_token_plus_attention_over_the_mean_window():
+    """A 4-step schedule has windows of 1728 x step / 4 tokens rounded up to blocks: 1, 4, 7, 11, a mean of
+    128 x 23 / 4 = 736 keys per query in L layers and 368 in S layers."""
+    args = Hyperparameters(num_iterations=4)
+    assert [train_gpt.window_blocks_at(step, args) for step in range(4)] == [1, 4, 7, 11]
+    with torch.device("meta"):
+        model = GPT(args)
+    # QKVO and the 6 heads' gates (12 inputs) of 11 attention blocks, 12 MLPs, the head
+    params = 11 * (4 * 768 * 768 + 6 * 12) + 12 * 2 * 768 * 3072 + 50304 * 768
+    assert train_gpt.matmul_params(model) == params == 121_209_624
+    keys = 3 * 736 + 8 * 368  # L blocks 0, 4, 11 (7 has no attention), eight S blocks
+    tokens = 49152
+    attention = 12 * 768 * keys * tokens  # QK^T and PV, forward and backward, 6 heads of 128
+    assert train_gpt.flops_per_step(model, args, tokens) == 6 * params * tokens + attention
+
+
 def test_parameter_count_of_the_record_model():
     with torch.device("meta"):
         model = GPT(Hyperparameters())
