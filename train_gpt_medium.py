@@ -1325,11 +1325,12 @@ def train_batches(files: list[str], seq_len: int, rank: int, world_size: int, de
 
 def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tensor:
     """The first count + 1 tokens of the files (validation's inputs and targets), read no further."""
-    parts = []
+    parts, missing = [], count + 1
     for path in files:
-        parts.append(read_shard(path, count + 1 - sum(map(len, parts))))
-        if sum(map(len, parts)) == count + 1:
+        if missing == 0:
             break
+        parts.append(read_shard(path, missing))
+        missing -= len(parts[-1])
     return torch.cat(parts).to(device).to(torch.int32)
 
 
