@@ -1,5 +1,9 @@
-"""Stand-ins for a model and optimizers that record what a training step hands them (both tracks' tests)."""
+"""Stand-ins for a model and optimizers that record what a training step hands them, and the check of a track's
+train_step built on them (both tracks' tests)."""
 
+import itertools
+
+import pytest
 import torch
 
 
@@ -28,3 +32,31 @@ class WindowRecorder(torch.nn.Module):
     def forward(self, inputs, targets, window):
         self.windows.append(window)
         return (self.a + self.b + self.c) * inputs.float().sum()
+
+
+def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tuple, muon_lr: float):
+    """Runs script's train_step over a 6-step schedule's steps 0-6 (cooldown over the last half, momentum warmup
+    over 4 steps, 2 micro-steps of 128 tokens) with the stand-ins: every step sets each group's lr to initial_lr x
+    lr_multiplier(step) and Muon's momentum to muon_momentum(step) before the optimizers step, and feeds each
+    micro-step the window tensor of window_blocks_at(step)."""
+    args = script.Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4,
+                                  grad_accum_steps=2, train_seq_len=128)
+    model = WindowRecorder()
+    adam = ScheduleRecorder([dict(params=[model.a], lr=adam_lrs[0]), dict(params=[model.b], lr=adam_lrs[1])])
+    muon = ScheduleRecorder([dict(params=[model.c], lr=muon_lr, momentum=0.95)])
+    windows = script.window_tensors(args, torch.device("cpu"))
+    batches = itertools.repeat((torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32)))
+    steps = range(7)
+    for step in steps:
+        loss = script.train_step(model, [adam, muon], batches, step, args, windows)
+        assert loss.item() == pytest.approx(3.0)  # per token: 3 x 128 a micro-step, over 2 x 128 tokens
+        assert all(p.grad is None for p in model.parameters())
+    lr = [script.lr_multiplier(step, args) for step in steps]
+    momentum = [script.muon_momentum(step, args) for step in steps]
+    window = [script.window_blocks_at(step, args) for step in steps]
+    # the window (and the momentum) tell every step apart; the lr changes over the cooldown only
+    assert len(set(lr)) == 4 and len(set(momentum)) == 5 and len(set(window)) == 7
+    assert adam.seen == [[(adam_lrs[0] * m, None), (adam_lrs[1] * m, None)] for m in lr]
+    assert muon.seen == [[(muon_lr * m, mu)] for m, mu in zip(lr, momentum)]
+    assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
+    assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies

@@ -1,6 +1,5 @@
 """train_gpt_medium.py optimizers: exact fp32 master weights as bf16 + uint16, the Muon update, sharded Adam."""
 
-import itertools
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "perf"))
 import train_gpt_medium as medium  # noqa: E402
 from gpu_checks import medium_plain_newton_schulz as plain_newton_schulz  # noqa: E402  (the GPU check's reference)
-from stand_ins import ScheduleRecorder, WindowRecorder  # noqa: E402
+from stand_ins import check_train_step_applies_the_schedules_of_its_own_step  # noqa: E402
 
 
 def scalars(momentum, lr, keep):
@@ -304,30 +303,8 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
 
 
 def test_train_step_applies_the_schedules_of_its_own_step():
-    """As track 1's: every step sets each group's lr to initial_lr x lr_multiplier(step) and Muon's momentum to
-    muon_momentum(step) before the optimizers step, and feeds each micro-step the window tensor of
-    window_blocks_at(step)."""
-    args = medium.Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4,
-                                  grad_accum_steps=2, train_seq_len=128)
-    model = WindowRecorder()
-    adam = ScheduleRecorder([dict(params=[model.a], lr=0.3), dict(params=[model.b], lr=0.015)])
-    muon = ScheduleRecorder([dict(params=[model.c], lr=0.025, momentum=0.95)])
-    windows = medium.window_tensors(args, torch.device("cpu"))
-    batches = itertools.repeat((torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32)))
-    steps = range(7)
-    for step in steps:
-        loss = medium.train_step(model, [adam, muon], batches, step, args, windows)
-        assert loss.item() == pytest.approx(3.0)  # per token: 3 x 128 a micro-step, over 2 x 128 tokens
-        assert all(p.grad is None for p in model.parameters())
-    lr = [medium.lr_multiplier(step, args) for step in steps]
-    momentum = [medium.muon_momentum(step, args) for step in steps]
-    window = [medium.window_blocks_at(step, args) for step in steps]
-    # the window (and the momentum) tell every step apart; the lr changes over the cooldown only
-    assert len(set(lr)) == 4 and len(set(momentum)) == 5 and len(set(window)) == 7
-    assert adam.seen == [[(0.3 * m, None), (0.015 * m, None)] for m in lr]
-    assert muon.seen == [[(0.025 * m, mu)] for m, mu in zip(lr, momentum)]
-    assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
-    assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
+    """Track 2's train_step with its own learning rates, through the check both tracks share."""
+    check_train_step_applies_the_schedules_of_its_own_step(medium, (0.3, 0.015), 0.025)
 
 
 def test_build_optimizers_groups_learning_rates_and_weight_decay():

@@ -2,7 +2,6 @@
 world size 1 against hand-written updates, and 2 gloo processes against world size 1."""
 
 import copy
-import itertools
 import os
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
 from train_gpt import Comm, Hyperparameters, Muon, ShardedAdam  # noqa: E402
-from stand_ins import ScheduleRecorder, WindowRecorder  # noqa: E402
+from stand_ins import check_train_step_applies_the_schedules_of_its_own_step  # noqa: E402
 
 # Same-shape matrices form one Muon group; the 3-D one is stacked like the merged QKVO weight.
 MUON_SHAPES = [(16, 8), (16, 8), (8, 24), (24, 8), (3, 8, 12)]
@@ -399,29 +398,8 @@ def test_window_schedule_is_the_records_next_multiple_of_128_of_1728_progress():
 
 
 def test_train_step_applies_the_schedules_of_its_own_step():
-    """Every step sets each group's lr to initial_lr x lr_multiplier(step), Muon's momentum to muon_momentum(step),
-    before the optimizers step, and feeds each micro-step the window tensor of window_blocks_at(step)."""
-    args = Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4, grad_accum_steps=2,
-                           train_seq_len=128)
-    model = WindowRecorder()
-    adam = ScheduleRecorder([dict(params=[model.a], lr=0.6), dict(params=[model.b], lr=0.04)])
-    muon = ScheduleRecorder([dict(params=[model.c], lr=0.05, momentum=0.95)])
-    windows = train_gpt.window_tensors(args, torch.device("cpu"))
-    batches = itertools.repeat((torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32)))
-    steps = range(7)
-    for step in steps:
-        loss = train_gpt.train_step(model, [adam, muon], batches, step, args, windows)
-        assert loss.item() == pytest.approx(3.0)  # per token: 3 x 128 a micro-step, over 2 x 128 tokens
-        assert all(p.grad is None for p in model.parameters())
-    lr = [train_gpt.lr_multiplier(step, args) for step in steps]
-    momentum = [train_gpt.muon_momentum(step, args) for step in steps]
-    window = [train_gpt.window_blocks_at(step, args) for step in steps]
-    # the window (and the momentum) tell every step apart; the lr changes over the cooldown only
-    assert len(set(lr)) == 4 and len(set(momentum)) == 5 and len(set(window)) == 7
-    assert adam.seen == [[(0.6 * m, None), (0.04 * m, None)] for m in lr]
-    assert muon.seen == [[(0.05 * m, mu)] for m, mu in zip(lr, momentum)]
-    assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
-    assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
+    """Track 1's train_step with its own learning rates, through the check both tracks share."""
+    check_train_step_applies_the_schedules_of_its_own_step(train_gpt, (0.6, 0.04), 0.05)
 
 
 def test_build_optimizers_groups_and_learning_rates():
