@@ -524,14 +524,12 @@ def _(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve):
 def _attention_inputs_setup_context(ctx, inputs, output):
     qkv, cos, sin, lambdas, ve = inputs
     ctx.save_for_backward(qkv, cos, sin, lambdas, ve)
-    ctx.has_ve = ve is not None
 
 
 def _attention_inputs_grad(ctx, grad_q, grad_k, grad_v):
     qkv, cos, sin, lambdas, ve = ctx.saved_tensors
-    grad_qkv, grad_lambdas, grad_ve = attention_inputs_backward(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas,
-                                                                ve if ctx.has_ve else None)
-    return grad_qkv, None, None, grad_lambdas, grad_ve if ctx.has_ve else None
+    grad_qkv, grad_lambdas, grad_ve = attention_inputs_backward(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve)
+    return grad_qkv, None, None, grad_lambdas, grad_ve if ve is not None else None
 
 
 attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attention_inputs_setup_context)
@@ -1489,12 +1487,16 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
     return device, Comm(rank, world_size)
 
 
-def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str | None:
+def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str:
     """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor builds its own: Triton 3.6's bundled ptxas
-    miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15)."""
+    miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15). Returns the ptxas in use."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
-    return os.environ.get("TRITON_PTXAS_PATH")
+    return ptxas_in_use()
+
+
+def ptxas_in_use() -> str:
+    return os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled")
 
 
 def environment() -> dict:
@@ -1503,7 +1505,7 @@ def environment() -> dict:
     return dict(python=platform.python_version(), torch=torch.__version__,
                 cuda=torch.version.cuda or "none", triton=triton.__version__,
                 gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
-                ptxas=os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled"))
+                ptxas=ptxas_in_use())
 
 
 def launch_command(world_size: int) -> str:

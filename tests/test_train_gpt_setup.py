@@ -277,7 +277,7 @@ def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, pt
         executable(ptxas, 0o644)
     elif case == "a folder":
         ptxas.mkdir()
-    assert script.use_torch_ptxas(ptxas) is None
+    assert script.use_torch_ptxas(ptxas) == "Triton's bundled"
     assert "TRITON_PTXAS_PATH" not in os.environ
     assert script.environment()["ptxas"] == "Triton's bundled"
 
