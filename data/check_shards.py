@@ -39,7 +39,9 @@ def expand(patterns) -> tuple:
             matches = sorted(glob.glob(pattern))
         else:
             matches = [pattern]
-        if not matches:
+        if not matches and Path(pattern).is_dir():
+            problems.append(f"{pattern}: the folder holds no .bin shard; check the path or download the data")
+        elif not matches:
             problems.append(f"{pattern}: no shard matches; check the path or pattern")
         paths.extend(matches)
     return paths, problems

@@ -104,3 +104,11 @@ def test_empty_shard_and_unmatched_pattern(tmp_path):
     assert err == [f"error: {tmp_path}/nothing_*.bin: no shard matches; check the path or pattern",
                    f"error: {path}: holds no tokens; {FIX}"]
     assert out == ["total: 0 good shards, 0 tokens, 0 documents; 2 problems"]
+
+
+def test_a_folder_without_shards_is_named_as_a_folder(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a shard")
+    code, out, err = check(tmp_path)
+    assert code == 1
+    assert err == [f"error: {tmp_path}: the folder holds no .bin shard; check the path or download the data"]
+    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problems"]
