@@ -1404,6 +1404,12 @@ def check_files(args: Hyperparameters):
     """The log is new (a run never writes over an earlier run's log) and the compile cache is a readable file."""
     if os.path.exists(args.logs_dir) and not os.path.isdir(args.logs_dir):
         raise SetupError(f"--logs_dir={args.logs_dir} is a file; give a folder")
+    nearest = Path(args.logs_dir).absolute()
+    while not nearest.exists():
+        nearest = nearest.parent
+    if not (nearest.is_dir() and os.access(nearest, os.W_OK | os.X_OK)):
+        raise SetupError(f"--logs_dir={args.logs_dir} cannot be written ({nearest} is "
+                         f"{'not writable' if nearest.is_dir() else 'a file'}); give a writable folder")
     if args.run_id and os.path.exists(log := os.path.join(args.logs_dir, f"{args.run_id}.txt")):
         raise SetupError(f"{log} exists (an earlier run's log); pass another --run_id, or move that file")
     cache = args.compile_cache
@@ -1557,7 +1563,12 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
         return NullLog()
     run_id = args.run_id or str(uuid.uuid4())
     with open(__file__, "rb") as f:
-        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), f.read(), os.path.basename(__file__))
+        source = f.read()
+    try:
+        log = RunLog(os.path.join(args.logs_dir, f"{run_id}.txt"), source, os.path.basename(__file__))
+    except OSError as error:  # what the start-up check cannot foresee, e.g. a read-only file system
+        raise SetupError(f"cannot write the log in --logs_dir={args.logs_dir} ({error.strerror}); give a writable "
+                         "folder") from None
     end_log_with_uncaught_errors(log)
     print(f"log: {log.path}", flush=True)
     log.header(args, run_id, world_size)

@@ -232,6 +232,25 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
 
 
+
+@pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
+def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_name, tmp_path):
+    """Below a file, the start-up check names it; what it cannot foresee fails in open_log as one error too, not as
+    a traceback from the log's first write."""
+    script = __import__(script_name)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a folder\n")
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 1)
+    assert str(error.value) == (f"--logs_dir={a_file / 'logs'} cannot be written ({a_file} is a file); give a "
+                                "writable folder")
+    with pytest.raises(script.SetupError) as error:
+        script.open_log(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 0, 1)
+    assert str(error.value).startswith(f"cannot write the log in --logs_dir={a_file / 'logs'} (")
+    assert str(error.value).endswith("); give a writable folder")
+    script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path / "new" / "logs")), 1)
+    assert not (tmp_path / "new").exists()  # the check creates nothing
+
 @pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("name, value, message", [
     ("WORLD_SIZE", "0", "world size 0 does not divide 8"), ("WORLD_SIZE", "-1", "world size -1 does not divide 8"),
