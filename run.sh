@@ -4,7 +4,8 @@
 #   ./run.sh medium          track 2 (train_gpt_medium.py), GPT-2 medium to 2.92  (or TRACK=medium ./run.sh)
 # Uses the largest divisor of 8 that is <= the GPU count; gradient accumulation keeps the 8-GPU batch.
 # Launches torchrun's launcher through PYTHON (default: python), the interpreter that checks the settings first.
-# NPROC=n overrides the process count (e.g. NPROC=2 ./run.sh --device=cpu ... for a CPU smoke run).
+# NPROC=n overrides the process count (e.g. NPROC=2 ./run.sh --device=cpu ... for a CPU smoke run); with no GPU
+# and --device=cpu, one process.
 # Extra arguments are passed to the script; `python train_gpt.py --help` lists them.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -27,20 +28,28 @@ if [ -n "${NPROC:-}" ]; then
         echo "error: NPROC=$NPROC is not a process count; use 1, 2, 4 or 8" >&2
         exit 2
     fi
+    if (( 8 % NPROC != 0 )); then
+        echo "error: NPROC=$NPROC does not divide 8; use 1, 2, 4 or 8" >&2
+        exit 2
+    fi
     nproc=$NPROC
 else
     gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||
         { echo "error: '$python' cannot import torch; install it with: pip install -r requirements.txt" >&2; exit 2; }
-    if [ "$gpus" -lt 1 ]; then
-        echo "error: no CUDA GPU found; run on a GPU machine, or set NPROC and pass --device=cpu for a tiny CPU run" >&2
+    if [ "$gpus" -lt 1 ] && [[ " $* " != *" --device=cpu "* ]]; then
+        echo "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n processes)" \
+             "for a tiny CPU run" >&2
         exit 2
     fi
     nproc=1
     for n in 8 4 2 1; do
         if [ "$gpus" -ge "$n" ]; then nproc=$n; break; fi
     done
-    [ "$gpus" -eq "$nproc" ] || echo "note: $gpus GPUs found; using $nproc (the number of processes must divide 8)"
+    [ "$gpus" -eq "$nproc" ] || [ "$gpus" -eq 0 ] ||
+        echo "note: $gpus GPUs found; using $nproc (the number of processes must divide 8)"
 fi
+# torchrun sets this for several processes and prints a 4-line warning saying so; the same default, quietly
+[ "$nproc" -eq 1 ] || export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 # Check settings, data and devices first: a mistake is one line here, not a traceback per process.
 WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true

@@ -1473,8 +1473,8 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     available, largest = survey_windows(train_files, args.train_seq_len, needed)
     if available < needed:
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
-                        f"tokens starting at a document start, the run needs {needed}; download more shards "
-                        "(python data/cached_fineweb10B.py N) or lower --num_iterations")
+                        f"tokens starting at a document start, the run needs {needed}; add train shards (FineWeb's: "
+                        "python data/cached_fineweb10B.py N) or lower --num_iterations")
     largest_val = int(load_val_tokens(val_files, args.val_tokens, torch.device("cpu")).max())  # the tokens it reads
     for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
         if token >= args.vocab_size:

@@ -32,15 +32,25 @@ def data_args(shards: Path) -> list[str]:
 
 
 def run_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """run.sh with os.environ updated by env, where a value of None removes that variable."""
+    merged = {name: value for name, value in {**os.environ, **(env or {})}.items() if value is not None}
     return subprocess.run(["bash", str(REPO / "run.sh"), *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+                          env=merged, timeout=600)
 
 
 def test_no_gpu_is_one_error_line():
     result = run_sh(env={"CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2
-    assert result.stderr.strip() == ("error: no CUDA GPU found; run on a GPU machine, or set NPROC and pass "
-                                     "--device=cpu for a tiny CPU run")
+    assert result.stderr.strip() == ("error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and "
+                                     "NPROC=n for n processes) for a tiny CPU run")
+
+
+def test_without_a_gpu_device_cpu_is_one_process_whose_settings_are_checked(shards):
+    """No NPROC: a mistyped setting is named by the script's check, not hidden behind "no CUDA GPU found"."""
+    result = run_sh(*TINY, *data_args(shards), "--num_iteration=5", env={"CUDA_VISIBLE_DEVICES": "", "NPROC": ""})
+    assert result.returncode == 2
+    output = (result.stdout + result.stderr).strip()
+    assert len(output.splitlines()) == 1 and "num_iteration" in output and "CUDA" not in output, output
 
 
 @pytest.mark.parametrize("gpus, nproc", [(1, 1), (3, 2), (6, 4), (8, 8)])
@@ -65,12 +75,11 @@ def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_
     assert launch[1][2:] == ["--standalone", f"--nproc_per_node={nproc}", "train_gpt.py", "--num_iterations=5"]
 
 
-def test_world_size_not_dividing_8_stops_before_launch(shards):
-    result = run_sh(*TINY, *data_args(shards), env={"NPROC": "3"})
-    assert result.returncode == 2
-    lines = (result.stdout + result.stderr).strip().splitlines()
-    assert lines == ["error: world size 3 does not divide 8; launch 1, 2, 4 or 8 processes "
-                     "(./run.sh picks the GPU count)"]
+@pytest.mark.parametrize("nproc", ["3", "16"])
+def test_a_process_count_not_dividing_8_stops_before_anything(shards, nproc):
+    result = run_sh(*TINY, *data_args(shards), env={"NPROC": nproc})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"error: NPROC={nproc} does not divide 8; use 1, 2, 4 or 8\n"
 
 
 def test_unknown_override_stops_before_launch(shards):
@@ -112,11 +121,12 @@ def test_two_processes_without_torchrun_on_path(shards, tmp_path):
     assert shutil.which("torchrun", path=path) is None
     logs = tmp_path / "logs"
     result = run_sh(*TINY, *data_args(shards), f"--logs_dir={logs}", "--run_id=viarunsh",
-                    env={"NPROC": "2", "PATH": path})
+                    env={"NPROC": "2", "PATH": path, "OMP_NUM_THREADS": None})
     assert result.returncode == 0, result.stdout + result.stderr
     log = (logs / "viarunsh.txt").read_text()
     assert "world_size: 2" in log
     assert "step:2/2 val_loss:" in log
+    assert "OMP_NUM_THREADS" not in result.stderr  # run.sh sets torchrun's default itself, without its warning
 
 
 def test_a_process_that_fails_after_the_launch_ends_in_its_error_and_one_line_from_the_launcher(shards, tmp_path):

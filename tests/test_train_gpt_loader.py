@@ -193,8 +193,8 @@ def test_check_data_reports_too_few_training_sequences(shards):
         train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
     assert str(error.value) == (
         f"train files {shards / 'train_*.bin'} hold {available} sequences of {SEQ_LEN + 1} tokens starting at a "
-        f"document start, the run needs {steps * 8}; download more shards (python data/cached_fineweb10B.py N) "
-        "or lower --num_iterations")
+        f"document start, the run needs {steps * 8}; add train shards (FineWeb's: python data/cached_fineweb10B.py "
+        "N) or lower --num_iterations")
     train_gpt.check_data(data_args(shards, num_iterations=available // 8), 2, 4)  # exactly enough is fine
 
 
