@@ -9,16 +9,17 @@ import torch
 
 class ScheduleRecorder(torch.optim.Optimizer):
     """A stand-in optimizer: each step() records every group's (lr, momentum), momentum None where the group has
-    none (as ShardedAdam's groups), and changes nothing."""
+    none (as ShardedAdam's groups), and the gradient of each parameter it holds; it changes nothing."""
 
     def __init__(self, groups):
         super().__init__(groups, {})
-        self.seen = []
+        self.seen, self.grads = [], []
         for group in self.param_groups:
             group["initial_lr"] = group["lr"]
 
     def step(self):
         self.seen.append([(group["lr"], group.get("momentum")) for group in self.param_groups])
+        self.grads.append([p.grad.item() for group in self.param_groups for p in group["params"]])
 
 
 class WindowRecorder(torch.nn.Module):
@@ -38,19 +39,22 @@ def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tup
     """Runs script's train_step over a 6-step schedule's steps 0-6 (cooldown over the last half, momentum warmup
     over 4 steps, 2 micro-steps of 128 tokens) with the stand-ins: every step sets each group's lr to initial_lr x
     lr_multiplier(step) and Muon's momentum to muon_momentum(step) before the optimizers step, and feeds each
-    micro-step the window tensor of window_blocks_at(step)."""
+    micro-step the window tensor of window_blocks_at(step). The optimizers see the mean of the micro-steps'
+    gradients, the gradient of the whole batch's mean loss (a sum would scale every Adam step's lr with the count)."""
     args = script.Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4,
                                   grad_accum_steps=2, train_seq_len=128)
     model = WindowRecorder()
     adam = ScheduleRecorder([dict(params=[model.a], lr=adam_lrs[0]), dict(params=[model.b], lr=adam_lrs[1])])
     muon = ScheduleRecorder([dict(params=[model.c], lr=muon_lr, momentum=0.95)])
     windows = script.window_tensors(args, torch.device("cpu"))
-    batches = itertools.repeat((torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32)))
+    batches = itertools.cycle([(torch.full((128,), value, dtype=torch.int32), torch.zeros(128, dtype=torch.int32))
+                               for value in (1, 2)])  # the two micro-steps' losses differ
     steps = range(7)
     for step in steps:
         loss = script.train_step(model, [adam, muon], batches, step, args, windows)
-        assert loss.item() == pytest.approx(3.0)  # per token: 3 x 128 a micro-step, over 2 x 128 tokens
+        assert loss.item() == pytest.approx(4.5)  # per token: 3 x 128 and 3 x 256, over 2 x 128 tokens
         assert all(p.grad is None for p in model.parameters())
+    assert adam.grads == [[192.0, 192.0]] * 7 and muon.grads == [[192.0]] * 7  # (128 + 256) / 2 each
     lr = [script.lr_multiplier(step, args) for step in steps]
     momentum = [script.muon_momentum(step, args) for step in steps]
     window = [script.window_blocks_at(step, args) for step in steps]
