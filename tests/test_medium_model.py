@@ -42,6 +42,21 @@ def model() -> medium.GPT:
     return gpt
 
 
+def test_input_projections_start_uniform_at_the_records_scale_and_output_projections_at_zero():
+    """std 0.5 / sqrt(fan_in) (bound sqrt(3) x that), fan_in = model_dim = 64; proj_w and the output rows zero."""
+    torch.manual_seed(0)
+    gpt = medium.GPT(tiny_args())
+    bound = 0.5 * 3 ** 0.5 / 8
+    blocks = [block for block in gpt.blocks if block.attn is not None]
+    weights = [block.mlp.fc_w for block in gpt.blocks] + [block.attn.qkvo_w[:3] for block in blocks]
+    for w in weights:
+        assert w.dtype == torch.bfloat16
+        assert bound * 0.99 < w.float().abs().max() <= bound * (1 + 2 ** -8)  # bf16 rounding
+        assert w.float().std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.05)
+    assert all(not block.mlp.proj_w.any() for block in gpt.blocks)
+    assert blocks and all(not block.attn.qkvo_w[3].any() for block in blocks)
+
+
 def brute_force_mask(docs: torch.Tensor, window_blocks: int) -> torch.Tensor:
     q, k = torch.arange(docs.numel())[:, None], torch.arange(docs.numel())[None, :]
     near = (q // medium.BLOCK_SIZE - k // medium.BLOCK_SIZE) < window_blocks
