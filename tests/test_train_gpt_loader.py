@@ -105,6 +105,18 @@ def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
     assert train_gpt.survey_windows(files, SEQ_LEN, 7) == (7, first_shard)  # only the shards the windows come from
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_windows_at_the_edges_of_the_rule(script, tmp_path):
+    """seq_len 8, 39 tokens, documents starting at 0, 8, 9, 21 and 30: a document starting exactly where the previous
+    inputs end opens the next window (its first token was the previous window's last target), one a token later is
+    skipped, and a window that ends exactly at the shard's end is still read."""
+    tokens = np.arange(39) % 100
+    tokens[[0, 8, 9, 21, 30]] = EOT
+    write_shard(tmp_path / "edge_train_000001.bin", tokens)
+    found = [start for _, start in script.sequence_windows([str(tmp_path / "edge_train_000001.bin")], 8)]
+    assert found == [0, 8, 21, 30]
+
+
 def test_train_batches_are_bos_aligned_shifted_pairs(shards):
     batches = train_gpt.train_batches(train_files(shards), SEQ_LEN, 0, 1, CPU)
     for (tokens, start), (inputs, targets) in zip(windows(train_files(shards), SEQ_LEN, 30), batches):
