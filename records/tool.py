@@ -87,12 +87,10 @@ class RunLog:
 
 
 def number(text):
-    """Parse a step-line value such as ``7.1234``, ``nan``, ``35.00ms`` or ``1.2%`` (seconds become ms)."""
+    """Parse a step-line value such as ``7.1234``, ``nan``, ``35.00ms`` or ``1.2%``; the unit is dropped (the
+    scripts write times in ms)."""
     match = NUMBER_RE.match(text or "")
-    if not match:
-        return None
-    value, unit = float(match.group(1)), match.group(2)
-    return value * 1000 if unit == "s" else value
+    return float(match.group(1)) if match else None
 
 
 def find_separator(data):
