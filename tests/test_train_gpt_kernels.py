@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -569,6 +570,32 @@ def test_transpose_kernel_of_partial_blocks(interpreted_kernel, rows, cols):
     assert torch.equal(train_gpt.transposed(src), src.T)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["fp8_mm and its autograd", "fp8_head_ce"])
+def test_fp8_head_fast_accumulation_only_in_the_forward(monkeypatch, require_interpreted, fused):
+    """The logits (sums over model_dim) take the tensor cores' fast accumulation; grad_x sums over the whole
+    vocabulary and grad_w over every token, so both keep the precise one. The CPU ignores the flag: only the flags
+    passed to scaled_mm show a wrong one."""
+    calls = []
+
+    def recording_scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum):
+        calls.append((tuple(a.shape), tuple(b.shape), out_dtype, fast_accum))
+        return scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum)
+
+    scaled_mm = train_gpt.scaled_mm
+    monkeypatch.setattr(train_gpt, "scaled_mm", recording_scaled_mm)
+    x, w, targets = head_case(14)
+    w.requires_grad_(True)
+    if fused:  # loss and both gradients in the op's forward
+        require_interpreted(train_gpt.softcap_ce_kernel)
+        train_gpt.fp8_head_ce(x, w, targets, *SCALES)
+    else:
+        train_gpt.fp8_mm(x, w, *SCALES)[0].float().sum().backward()
+        assert w.grad is not None
+    assert calls == [((TOKENS, DIM), (DIM, VOCAB), torch.bfloat16, True),  # logits
+                     ((TOKENS, VOCAB), (VOCAB, DIM), torch.bfloat16, False),  # grad_x
+                     ((VOCAB, TOKENS), (TOKENS, DIM), torch.float32, False)]  # grad_w
+
+
 # ----------------------------------------------------------------------------------------------
 # FP8 MLP matmuls (--fp8_mlp): scales from each tensor's maximum, plain autograd
 
@@ -873,3 +900,16 @@ def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layo
     ours = script.attention_inputs_backward_triton(heads_first, qkv, cos, sin, lambdas, ve)
     for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)):
         assert torch.equal(got, want)
+
+
+@SCRIPTS
+@pytest.mark.parametrize("head_dim, fits", [(128, True), (64, True), (32, True), (16, True), (256, True),
+                                            (96, False), (80, False), (192, False), (48, False), (12, False)])
+def test_attention_kernel_takes_heads_whose_half_is_a_power_of_two_and_only_on_cuda(script, head_dim, fits):
+    """The kernels work on each head's two halves as Triton blocks, whose width must be a power of two: other head
+    sizes (and every CPU tensor) must take the torch path, and the model's 128 must not silently lose the kernel."""
+    assert script.attention_kernel_fits(head_dim) is fits
+    with FakeTensorMode():  # a CUDA tensor's metadata without a GPU
+        on_cuda = torch.empty(1, 8, 3 * 2, head_dim, dtype=torch.bfloat16, device="cuda")
+    assert on_cuda.is_cuda and script.takes_attention_kernel(on_cuda) is fits
+    assert script.takes_attention_kernel(torch.zeros(1, 8, 3 * 2, head_dim, dtype=torch.bfloat16)) is False
