@@ -1,7 +1,8 @@
 """train_gpt.py end to end on CPU: real runs on generated shards, with torchrun (2 processes) and without.
 
 Three runs in all (the whole suite has to stay within CI's time): a 2-process torchrun run with one warmup
-step, the same run as 1 process with 2 accumulation steps and no warmup, and a run whose lr blows up."""
+step, the same run as 1 process with 2 accumulation steps and no warmup, and a run whose lr blows up; and, without
+a run, how both tracks split the validation tokens over ranks."""
 
 import math
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "train_gpt.py"
@@ -193,3 +195,35 @@ def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tm
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
     log = (tmp_path / "interrupted.txt").read_text()
     assert log.splitlines()[-1] == "error: KeyboardInterrupt: "
+
+
+@pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
+def test_validation_gives_each_rank_its_own_sequences_and_together_every_token(script_name, monkeypatch):
+    """4 sequences of 8 over 2 ranks: rank r reads sequences r and r + 2, each with its next token as the last
+    target; together they read every token once, and each rank's mean is averaged across ranks."""
+    sys.path.insert(0, str(REPO_ROOT))
+    script = __import__(script_name)
+    args = script.Hyperparameters(val_tokens=32, val_seq_len=8)
+    val_tokens = torch.arange(33, dtype=torch.int32)
+    reduced = []
+    monkeypatch.setattr(script.dist, "all_reduce", lambda tensor, op: reduced.append(op))
+
+    class FirstToken(torch.nn.Module):
+        """A stand-in model whose loss is its sequence's first token; it records what it reads."""
+
+        def __init__(self):
+            super().__init__()
+            self.read = []
+
+        def forward(self, inputs, targets, window):
+            assert torch.equal(targets, inputs + 1) and inputs.numel() == 8 and not self.training
+            self.read.append(int(inputs[0]))
+            return inputs[0].float()
+
+    seen = []
+    for rank in range(2):
+        model = FirstToken()
+        loss = script.evaluate(model, val_tokens, args, rank, 2, torch.tensor(1))
+        assert model.read == [8 * rank, 8 * (rank + 2)] and loss == sum(model.read) / 2 and model.training
+        seen += model.read
+    assert sorted(seen) == [0, 8, 16, 24] and reduced == [script.dist.ReduceOp.AVG] * 2
