@@ -294,7 +294,10 @@ def cmd_rerun(args):
             return 130
 
 
-def hparam_changes(a, b):
+RUN_IDENTITY = ("run_id", "date", "command", "argv")  # header lines that differ between any two runs
+
+
+def field_changes(a, b):
     """``- name: old`` / ``+ name: new`` lines for changed, removed and added fields."""
     lines = []
     for name in list(a) + [k for k in b if k not in a]:
@@ -318,10 +321,12 @@ def cmd_diff(args):
             sys.stdout.write(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     else:
         print(f"scripts are identical ({a.script_name}, {len(a.source)} bytes)")
-    changes = hparam_changes(a.hparams, b.hparams)
-    print("hyperparameters:" if changes else "hyperparameters are identical")
-    for line in changes:
-        print(line)
+    setup_a, setup_b = ({k: v for k, v in log.header.items() if k not in RUN_IDENTITY} for log in (a, b))
+    for title, fields_a, fields_b in [("setup", setup_a, setup_b), ("hyperparameters", a.hparams, b.hparams)]:
+        changes = field_changes(fields_a, fields_b)
+        print(f"{title}:" if changes else f"{title} {'is' if title == 'setup' else 'are'} identical")
+        for line in changes:
+            print(line)
     return 0
 
 

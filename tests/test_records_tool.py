@@ -273,7 +273,19 @@ def test_diff_of_identical_logs(tmp_path):
     a, b = make_log(tmp_path / "a.txt"), make_log(tmp_path / "b.txt")
     result = tool("diff", a, b)
     assert result.returncode == 0
-    assert "scripts are identical" in result.stdout and "hyperparameters are identical" in result.stdout
+    assert result.stdout.splitlines()[-2:] == ["setup is identical", "hyperparameters are identical"]
+    assert "scripts are identical" in result.stdout
+
+
+def test_diff_names_a_different_world_size_and_torch(tmp_path):
+    """Two processes and one process with two micro-steps differ in world_size, not in any hyperparameter."""
+    a = make_log(tmp_path / "a.txt", world_size=2)
+    b = make_log(tmp_path / "b.txt", env={**DEFAULT_ENV, "torch": "2.11.0+cu130"})
+    result = tool("diff", a, b)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[lines.index("setup:") + 1:] == ["- world_size: 2", "+ world_size: 1", "- torch: 2.13.0+cpu",
+                                                 "+ torch: 2.11.0+cu130", "hyperparameters are identical"]
 
 
 def parse_group_line(stdout, name):
@@ -737,8 +749,8 @@ def test_rerun_passes_extra_args_through_and_diff_shows_the_change(run_a, run_c)
 
     result = checked(tool("diff", run_a.log, log_c))
     lines = result.stdout.splitlines()
-    assert lines == [f"scripts are identical (train_gpt.py, {len(run_a.source)} bytes)", "hyperparameters:",
-                     "- seed: 0", "+ seed: 1"]
+    assert lines == [f"scripts are identical (train_gpt.py, {len(run_a.source)} bytes)", "setup is identical",
+                     "hyperparameters:", "- seed: 0", "+ seed: 1"]
 
 
 def with_header_values(log_path, out, **values):
