@@ -1593,9 +1593,8 @@ def check_shapes(args: Hyperparameters):
 
 
 def check_files(args: Hyperparameters):
-    """The log is new (a run never writes over an earlier run's log) and the compile cache is a readable file."""
-    if os.path.exists(args.logs_dir) and not os.path.isdir(args.logs_dir):
-        raise SetupError(f"--logs_dir={args.logs_dir} is a file; give a folder")
+    """The log folder can be written (or made), the log is new (a run never writes over an earlier run's log), and
+    the compile cache is a readable file."""
     nearest = Path(args.logs_dir).absolute()
     while not nearest.exists():
         nearest = nearest.parent

@@ -226,7 +226,8 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id="seed1"), 1)
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(tmp_path / "seed0.txt")), 1)
-    assert str(error.value) == f"--logs_dir={tmp_path / 'seed0.txt'} is a file; give a folder"
+    assert str(error.value) == (f"--logs_dir={tmp_path / 'seed0.txt'} cannot be written ({tmp_path / 'seed0.txt'} "
+                                "is a file); give a writable folder")
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(device="cpu", compile_cache=str(tmp_path)), 1)
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
