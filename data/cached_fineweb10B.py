@@ -11,6 +11,7 @@ failure ends in one "error: ..." line on stderr and exit code 1.
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -156,15 +157,20 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
                             f"pick a writable --dir") from None
     filenames = shard_filenames(spec["prefix"], n_train)
     total_tokens = downloaded = already_present = 0
-    with tqdm(filenames, desc=f"{dataset} shards", unit="file") as progress:  # closes on errors
-        for filename in progress:
-            n_tokens = present_token_count(out_dir / filename)
-            if n_tokens is None:
-                n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
-                downloaded += 1
-            else:
-                already_present += 1
-            total_tokens += n_tokens
+    try:
+        with tqdm(filenames, desc=f"{dataset} shards", unit="file") as progress:  # closes on errors
+            for filename in progress:
+                n_tokens = present_token_count(out_dir / filename)
+                if n_tokens is None:
+                    n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
+                    downloaded += 1
+                else:
+                    already_present += 1
+                total_tokens += n_tokens
+    except BaseException:
+        with contextlib.suppress(OSError):  # an empty staging folder goes; one holding a partial file stays
+            staging_dir.rmdir()
+        raise
     shutil.rmtree(staging_dir, ignore_errors=True)
     return (f"{len(filenames)} files, {total_tokens:,} tokens in {display_dir(out_dir)} "
             f"({downloaded} downloaded, {already_present} already present)")

@@ -145,6 +145,7 @@ def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, 
     assert err[-1].startswith(expected_start)
     assert sum(line.startswith("error:") for line in err) == 1
     assert "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "d" / ".partial").exists()  # nothing to resume, so no empty staging folder is left
 
 
 @pytest.fixture
