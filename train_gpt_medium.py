@@ -2156,6 +2156,9 @@ def main():
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
+    if world_size * args.grad_accum_steps != 8:
+        log.write(f"note: a global batch of {world_size} process(es) x {args.grad_accum_steps} micro-step(s), not the "
+                  "8-GPU record's 8: its losses do not compare with the record's")
     if cache_note is not None:
         log.write(cache_note)
     torch.manual_seed(args.seed)

@@ -58,6 +58,8 @@ def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
     two, one = val_losses(runs["two_ranks"][1]), val_losses(runs["one_rank"][1])
     assert "FutureWarning" not in runs["two_ranks"][0].stderr  # torch 2.13's renamed collectives warned per process
     assert sorted(two) == sorted(one) == [0, 2, 4]
+    note = "note: a global batch of 1 process(es) x 2 micro-step(s), not the 8-GPU record's 8"
+    assert note in runs["one_rank"][1].decode()
     assert abs(two[4] - one[4]) / one[4] < 1e-4
 
 

@@ -126,6 +126,7 @@ def test_two_processes_without_torchrun_on_path(shards, tmp_path):
     log = (logs / "viarunsh.txt").read_text()
     assert "world_size: 2" in log
     assert "step:2/2 val_loss:" in log
+    assert "note: a global batch" not in log.split(" end of source: ")[-1]  # 2 processes x 4 micro-steps: 8
     assert "OMP_NUM_THREADS" not in result.stderr  # run.sh sets torchrun's default itself, without its warning
 
 

@@ -160,6 +160,15 @@ def test_profiled_warmup_step_writes_an_op_table_to_the_log_only(two_process_run
                         parts.group(1)), parts.group(1)
 
 
+def test_a_global_batch_other_than_the_records_is_noted_on_the_console_and_in_the_log(one_process_run,
+                                                                                     two_process_run):
+    """Both runs step over 2 sequences, not the record's 8 (the 8-GPU batch: world size x micro-steps = 8)."""
+    for (result, log), shape in [(one_process_run, "1 process(es) x 2 micro-step(s)"),
+                                 (two_process_run, "2 process(es) x 1 micro-step(s)")]:
+        note = (f"note: a global batch of {shape}, not the 8-GPU record's 8: its losses do not compare with the "
+                "record's")
+        assert note in result.stdout.splitlines() and note in log.decode().splitlines()
+
 def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process_run):
     """The benchmark's start-up time (process start to the first timed step) comes from the script itself."""
     text = one_process_run[1].decode().split(" end of source: ")[-1]
