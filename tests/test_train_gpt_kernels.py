@@ -570,19 +570,24 @@ def test_transpose_kernel_of_partial_blocks(interpreted_kernel, rows, cols):
     assert torch.equal(train_gpt.transposed(src), src.T)
 
 
-@pytest.mark.parametrize("fused", [False, True], ids=["fp8_mm and its autograd", "fp8_head_ce"])
-def test_fp8_head_fast_accumulation_only_in_the_forward(monkeypatch, require_interpreted, fused):
-    """The logits (sums over model_dim) take the tensor cores' fast accumulation; grad_x sums over the whole
-    vocabulary and grad_w over every token, so both keep the precise one. The CPU ignores the flag: only the flags
-    passed to scaled_mm show a wrong one."""
-    calls = []
+@pytest.fixture
+def scaled_mm_calls(monkeypatch) -> list:
+    """train_gpt.scaled_mm wrapped to record (a's shape, b's shape, out_dtype, fast_accum) of each call: the CPU
+    ignores the flag, so only the flags passed show a wrong one."""
+    calls, scaled_mm = [], train_gpt.scaled_mm
 
     def recording_scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum):
         calls.append((tuple(a.shape), tuple(b.shape), out_dtype, fast_accum))
         return scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum)
 
-    scaled_mm = train_gpt.scaled_mm
     monkeypatch.setattr(train_gpt, "scaled_mm", recording_scaled_mm)
+    return calls
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["fp8_mm and its autograd", "fp8_head_ce"])
+def test_fp8_head_fast_accumulation_only_in_the_forward(scaled_mm_calls, require_interpreted, fused):
+    """The logits (sums over model_dim) take the tensor cores' fast accumulation; grad_x sums over the whole
+    vocabulary and grad_w over every token, so both keep the precise one."""
     x, w, targets = head_case(14)
     w.requires_grad_(True)
     if fused:  # loss and both gradients in the op's forward
@@ -591,9 +596,9 @@ def test_fp8_head_fast_accumulation_only_in_the_forward(monkeypatch, require_int
     else:
         train_gpt.fp8_mm(x, w, *SCALES)[0].float().sum().backward()
         assert w.grad is not None
-    assert calls == [((TOKENS, DIM), (DIM, VOCAB), torch.bfloat16, True),  # logits
-                     ((TOKENS, VOCAB), (VOCAB, DIM), torch.bfloat16, False),  # grad_x
-                     ((VOCAB, TOKENS), (TOKENS, DIM), torch.float32, False)]  # grad_w
+    assert scaled_mm_calls == [((TOKENS, DIM), (DIM, VOCAB), torch.bfloat16, True),  # logits
+                               ((TOKENS, VOCAB), (VOCAB, DIM), torch.bfloat16, False),  # grad_x
+                               ((VOCAB, TOKENS), (TOKENS, DIM), torch.float32, False)]  # grad_w
 
 
 # ----------------------------------------------------------------------------------------------
@@ -674,20 +679,13 @@ def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_s
     assert 1e-4 < (out.float() - exact).norm() / exact.norm() < 0.15  # rounded, but the same function
 
 
-def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(monkeypatch):
+def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
     """The forward and grad_a / grad_x (sums over model_dim and the hidden width) take the tensor cores' fast
     accumulation; the weight gradients, sums over every token, keep the precise one."""
-    calls = []
-
-    def recording_scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum):
-        calls.append((tuple(a.shape), tuple(b.shape), fast_accum))
-        return scaled_mm(a, b, a_scale, b_scale, out_dtype, fast_accum)
-
-    scaled_mm = train_gpt.scaled_mm
-    monkeypatch.setattr(train_gpt, "scaled_mm", recording_scaled_mm)
     x, fc_w, proj_w = fp8_mlp_leaves()
     train_gpt.FP8MLP.apply(x, fc_w, proj_w, 1).float().sum().backward()
     tokens, dim, hidden = x.shape[0], x.shape[1], fc_w.shape[1]
+    calls = [(a_shape, b_shape, fast_accum) for a_shape, b_shape, _, fast_accum in scaled_mm_calls]
     assert calls == [((tokens, dim), (dim, hidden), True), ((tokens, hidden), (hidden, dim), True),  # forward
                      ((tokens, dim), (dim, hidden), True),  # grad_a
                      ((dim, tokens), (tokens, hidden), False), ((dim, tokens), (tokens, hidden), False),  # weights
