@@ -33,16 +33,16 @@ def expand(patterns) -> tuple:
     """
     paths, problems = [], []
     for pattern in patterns:
+        missing = "no shard matches; check the path or pattern"
         if Path(pattern).is_dir():
             matches = sorted(str(p) for p in Path(pattern).glob("*.bin"))
+            missing = "the folder holds no .bin shard; check the path or download the data"
         elif any(char in pattern for char in "*?["):
             matches = sorted(glob.glob(pattern))
         else:
             matches = [pattern]
-        if not matches and Path(pattern).is_dir():
-            problems.append(f"{pattern}: the folder holds no .bin shard; check the path or download the data")
-        elif not matches:
-            problems.append(f"{pattern}: no shard matches; check the path or pattern")
+        if not matches:
+            problems.append(f"{pattern}: {missing}")
         paths.extend(matches)
     return paths, problems
 

@@ -322,9 +322,10 @@ def cmd_diff(args):
     else:
         print(f"scripts are identical ({a.script_name}, {len(a.source)} bytes)")
     setup_a, setup_b = ({k: v for k, v in log.header.items() if k not in RUN_IDENTITY} for log in (a, b))
-    for title, fields_a, fields_b in [("setup", setup_a, setup_b), ("hyperparameters", a.hparams, b.hparams)]:
+    for title, same, fields_a, fields_b in [("setup", "setup is identical", setup_a, setup_b),
+                                            ("hyperparameters", "hyperparameters are identical", a.hparams, b.hparams)]:
         changes = field_changes(fields_a, fields_b)
-        print(f"{title}:" if changes else f"{title} {'is' if title == 'setup' else 'are'} identical")
+        print(f"{title}:" if changes else same)
         for line in changes:
             print(line)
     return 0
