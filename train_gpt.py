@@ -1742,6 +1742,21 @@ class RunLog:
         self.write("\n".join(lines), console=False)
 
 
+OLDEST_TORCH = "2.11"  # the device's release, and requirements.txt's floor
+
+
+def setup_notes(args: Hyperparameters, world_size: int) -> list[str]:
+    """Log lines for a setup unlike the record's, which runs but may not reproduce it."""
+    notes = []
+    if world_size * args.grad_accum_steps != 8:
+        notes.append(f"note: a global batch of {world_size} process(es) x {args.grad_accum_steps} micro-step(s), not "
+                     "the 8-GPU record's 8: its losses do not compare with the record's")
+    if torch.__version__ < OLDEST_TORCH:
+        notes.append(f"note: torch {torch.__version__} is older than {OLDEST_TORCH}, the oldest this script was tested "
+                     "on; if it fails, pip install -r requirements.txt")
+    return notes
+
+
 class NullLog:
     """What ranks other than 0 log: nothing."""
 
@@ -2340,9 +2355,8 @@ def main():
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
     log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
-    if world_size * args.grad_accum_steps != 8:
-        log.write(f"note: a global batch of {world_size} process(es) x {args.grad_accum_steps} micro-step(s), not the "
-                  "8-GPU record's 8: its losses do not compare with the record's")
+    for note in setup_notes(args, world_size):
+        log.write(note)
     if cache_note is not None:
         log.write(cache_note)
     torch.manual_seed(args.seed)

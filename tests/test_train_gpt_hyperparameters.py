@@ -270,6 +270,29 @@ def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, sc
     assert str(error.value).startswith(message)
 
 
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("version, world_size, grad_accum_steps, notes", [
+    ("2.11.0", 8, 1, []), ("2.14.1+cu130", 1, 8, []), ("2.11.0", 2, 4, []),
+    ("2.11.0", 2, 1, ["note: a global batch of 2 process(es) x 1 micro-step(s), not the 8-GPU record's 8: its losses "
+                      "do not compare with the record's"]),
+    ("2.10.0+cu128", 8, 1, ["note: torch 2.10.0+cu128 is older than 2.11, the oldest this script was tested on; if it "
+                            "fails, pip install -r requirements.txt"]),
+    ("2.11.0a0+git1234", 1, 1, [
+        "note: a global batch of 1 process(es) x 1 micro-step(s), not the 8-GPU record's 8: its losses do not compare "
+        "with the record's",
+        "note: torch 2.11.0a0+git1234 is older than 2.11, the oldest this script was tested on; if it fails, pip "
+        "install -r requirements.txt"]),
+])
+def test_a_setup_unlike_the_records_gets_a_note_line_each(monkeypatch, script, version, world_size, grad_accum_steps,
+                                                          notes):
+    """A global batch other than 8 micro-steps, or a torch older than the one the script ran on: the run goes on,
+    and the log says so (torch 2.9.1 trained the tiny CPU model, compiled or not; its GPU path was never run)."""
+    module = __import__(script)
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion(version))
+    args = module.Hyperparameters(device="cpu", grad_accum_steps=grad_accum_steps)
+    assert module.setup_notes(args, world_size) == notes
+
+
 @pytest.mark.parametrize("capability, message", [
     ((8, 0), "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
              "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
