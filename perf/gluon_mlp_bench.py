@@ -27,12 +27,18 @@ from pathlib import Path
 
 import torch
 import triton
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+GLUON_TRITON = "3.6"  # Gluon is experimental: Triton 3.9 removed tma.async_copy_global_to_shared, which this uses
+if triton.__version__.rsplit(".", 1)[0] != GLUON_TRITON:
+    sys.exit(f"error: this bench is written against Triton {GLUON_TRITON}'s Gluon API, which is experimental and has "
+             f"changed since; this is Triton {triton.__version__} (torch 2.11 ships {GLUON_TRITON})")
+
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
+                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -83,10 +83,14 @@ def ptxas_usage(ptx: str) -> tuple[int, int]:
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kernel_report_{os.getpid()}.ptx"
     path.write_text(ptx)
     try:
-        out = subprocess.run([str(PTXAS), "-v", f"-arch=sm_{TARGET.arch}a", str(path), "-o", os.devnull],
-                             capture_output=True, text=True, check=True).stderr
+        result = subprocess.run([str(PTXAS), "-v", f"-arch=sm_{TARGET.arch}a", str(path), "-o", os.devnull],
+                                capture_output=True, text=True)
     finally:
         path.unlink()
+    out = result.stderr
+    if result.returncode != 0:  # e.g. Triton 3.9 writes PTX 9.4, which its bundled ptxas (CUDA 12.9) refuses
+        fatal = [line for line in out.splitlines() if "fatal" in line] or [f"exit status {result.returncode}"]
+        sys.exit(f"error: {PTXAS} cannot build this Triton's PTX: {fatal[0].split(' fatal ')[-1].strip(' :')}")
     return int(re.search(r"Used (\d+) registers", out)[1]), int(re.search(r"(\d+) bytes spill stores", out)[1])
 
 
