@@ -1685,11 +1685,14 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
     return device, Comm(rank, world_size)
 
 
-def use_torch_ptxas(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str:
-    """Builds our Triton kernels with torch's ptxas (CUDA 13), as inductor builds its own: Triton 3.6's bundled ptxas
-    miscompiled one of ours on the H200 (perf/NOTES.md, sessions 14-15). Returns the ptxas in use."""
+def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str:
+    """Triton builds our kernels as in the runs measured here, where the environment does not say otherwise: with
+    torch's ptxas (CUDA 13), as inductor builds its own (Triton 3.6's bundled ptxas miscompiled one of ours on the
+    H200: perf/NOTES.md, sessions 14-15), and with FMA contraction, Triton 3.6's default, which Triton 3.9 warns that
+    3.10 turns off (inductor sets it per kernel). Returns the ptxas in use."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     return ptxas_in_use()
 
 
@@ -2349,7 +2352,7 @@ def main():
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
-    ptxas = use_torch_ptxas()  # before any of our kernels is built
+    ptxas = configure_triton_builds()  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)

@@ -279,7 +279,7 @@ def compile_report() -> list[str]:
 
 
 def bench(stages_list: list[int], epilogue_parts: bool) -> None:
-    medium.use_torch_ptxas()
+    medium.configure_triton_builds()
     gen = torch.Generator("cuda").manual_seed(0)
     rows, dim, hidden = 65536, 1024, 4096
     x, grad_y = (torch.randn(rows, dim, device="cuda", generator=gen).bfloat16() for _ in range(2))
@@ -318,7 +318,7 @@ def check(name: str, rows: int, cols: int, k: int = 1024) -> None:
     """One launch of a pass at rows x k -> cols against the script's kernel on the same inputs (the outputs should be
     equal: the same products, rounded the same way). Tiles up to the SM count are one a program, where the second
     warp group has nothing to do; more exercise the turns."""
-    medium.use_torch_ptxas()
+    medium.configure_triton_builds()
     gen = torch.Generator("cuda").manual_seed(0)
     x = torch.randn(rows, k, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(k, cols, device="cuda", generator=gen) * k ** -0.5).bfloat16()

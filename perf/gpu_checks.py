@@ -31,7 +31,7 @@ def check(name: str, error: float, tolerance: float) -> bool:
 
 
 def main() -> int:
-    print("ptxas:", tg.use_torch_ptxas())  # what builds the kernels below, as in training
+    print("ptxas:", tg.configure_triton_builds())  # what builds the kernels below, as in training
     torch.manual_seed(0)
     results = []
     for script, batch, m, k in [(tg, 4, 768, 768), (tg, 12, 768, 3072), (tg, 3, 200, 72), (tg, 2, 6, 12),

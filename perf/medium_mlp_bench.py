@@ -98,7 +98,7 @@ def write_script_with_launches(script: Path, path: str, launches: dict) -> None:
 def main(argv: list[str]) -> int:
     script = Path((option_values(argv, "script") or [SCRIPT])[-1])
     medium = load_script(script)
-    medium.use_torch_ptxas()  # as the training run builds the kernel
+    medium.configure_triton_builds()  # as the training run builds the kernel
     tiny = "--tiny" in argv
     device = torch.device("cpu" if tiny else "cuda")
     rows, dim, hidden = (256, 128, 384) if tiny else (65536, 1024, 4096)

@@ -81,7 +81,7 @@ def equal_share(ours, theirs) -> float:
 
 
 def main(argv: list[str]) -> int:
-    train_gpt.use_torch_ptxas()  # as the training run builds the kernel
+    train_gpt.configure_triton_builds()  # as the training run builds the kernel
     tiny = "--tiny" in argv
     device = torch.device("cpu" if tiny else "cuda")
     rows, cols = (256, 384) if tiny else (49152, 3072)

@@ -243,9 +243,11 @@ def test_longest_kernels_name_the_ops_that_launched_most_of_their_time(script):
 
 @pytest.fixture
 def ptxas_unset(monkeypatch):
-    """TRITON_PTXAS_PATH unset for the test, and restored afterwards even where the test's code sets it."""
-    monkeypatch.setenv("TRITON_PTXAS_PATH", "recorded")  # monkeypatch undoes what it set, not what it found unset
-    monkeypatch.delenv("TRITON_PTXAS_PATH")
+    """TRITON_PTXAS_PATH and TRITON_DEFAULT_FP_FUSION unset for the test, and restored afterwards even where the test's
+    code sets them."""
+    for name in ("TRITON_PTXAS_PATH", "TRITON_DEFAULT_FP_FUSION"):
+        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
+        monkeypatch.delenv(name)
 
 
 def executable(path: Path, mode: int = 0o755) -> Path:
@@ -257,15 +259,27 @@ def executable(path: Path, mode: int = 0o755) -> Path:
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_torch_ptxas_is_used_when_none_is_set(script, ptxas_unset, tmp_path):
     ptxas = executable(tmp_path / "ptxas")
-    assert script.use_torch_ptxas(ptxas) == str(ptxas)
+    assert script.configure_triton_builds(ptxas) == str(ptxas)
     assert os.environ["TRITON_PTXAS_PATH"] == str(ptxas)
     assert script.environment()["ptxas"] == str(ptxas)  # the run log's header line
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_a_ptxas_the_user_set_is_left_alone(script, monkeypatch, tmp_path):
+@pytest.mark.parametrize("user_setting, in_effect", [(None, "1"), ("0", "0"), ("1", "1")])
+def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, ptxas_unset, monkeypatch, tmp_path,
+                                                               user_setting, in_effect):
+    """Triton 3.9 warns once per process that 3.10 turns FMA contraction off by default; our kernels were checked
+    with it on (Triton 3.6's default)."""
+    if user_setting is not None:
+        monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", user_setting)
+    script.configure_triton_builds(executable(tmp_path / "ptxas"))
+    assert os.environ["TRITON_DEFAULT_FP_FUSION"] == in_effect
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_ptxas_the_user_set_is_left_alone(script, ptxas_unset, monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
-    assert script.use_torch_ptxas(executable(tmp_path / "ptxas")) == "/opt/cuda/bin/ptxas"
+    assert script.configure_triton_builds(executable(tmp_path / "ptxas")) == "/opt/cuda/bin/ptxas"
     assert os.environ["TRITON_PTXAS_PATH"] == "/opt/cuda/bin/ptxas"
 
 
@@ -277,7 +291,7 @@ def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, pt
         executable(ptxas, 0o644)
     elif case == "a folder":
         ptxas.mkdir()
-    assert script.use_torch_ptxas(ptxas) == "Triton's bundled"
+    assert script.configure_triton_builds(ptxas) == "Triton's bundled"
     assert "TRITON_PTXAS_PATH" not in os.environ
     assert script.environment()["ptxas"] == "Triton's bundled"
 
