@@ -193,9 +193,15 @@ def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tm
     import signal
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    process = subprocess.Popen([sys.executable, str(SCRIPT), *TINY, *data, "--num_iterations=400",
-                                "--grad_accum_steps=1", f"--logs_dir={tmp_path}", "--run_id=interrupted"],
-                               cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the run would inherit that: Python
+    # then installs no KeyboardInterrupt handler. A handler here is reset to the default in the child.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen([sys.executable, str(SCRIPT), *TINY, *data, "--num_iterations=400",
+                                    "--grad_accum_steps=1", f"--logs_dir={tmp_path}", "--run_id=interrupted"],
+                                   cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     for line in process.stdout:
         if line.startswith("log: "):
             break
