@@ -242,7 +242,7 @@ def test_longest_kernels_name_the_ops_that_launched_most_of_their_time(script):
 
 
 @pytest.fixture
-def ptxas_unset(monkeypatch):
+def triton_build_env_unset(monkeypatch):
     """TRITON_PTXAS_PATH and TRITON_DEFAULT_FP_FUSION unset for the test, and restored afterwards even where the test's
     code sets them."""
     for name in ("TRITON_PTXAS_PATH", "TRITON_DEFAULT_FP_FUSION"):
@@ -257,7 +257,7 @@ def executable(path: Path, mode: int = 0o755) -> Path:
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_torch_ptxas_is_used_when_none_is_set(script, ptxas_unset, tmp_path):
+def test_torch_ptxas_is_used_when_none_is_set(script, triton_build_env_unset, tmp_path):
     ptxas = executable(tmp_path / "ptxas")
     assert script.configure_triton_builds(ptxas) == str(ptxas)
     assert os.environ["TRITON_PTXAS_PATH"] == str(ptxas)
@@ -266,7 +266,7 @@ def test_torch_ptxas_is_used_when_none_is_set(script, ptxas_unset, tmp_path):
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("user_setting, in_effect", [(None, "1"), ("0", "0"), ("1", "1")])
-def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, ptxas_unset, monkeypatch, tmp_path,
+def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, triton_build_env_unset, monkeypatch, tmp_path,
                                                                user_setting, in_effect):
     """Triton 3.9 warns once per process that 3.10 turns FMA contraction off by default; our kernels were checked
     with it on (Triton 3.6's default)."""
@@ -277,7 +277,7 @@ def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, ptxas_uns
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_a_ptxas_the_user_set_is_left_alone(script, ptxas_unset, monkeypatch, tmp_path):
+def test_a_ptxas_the_user_set_is_left_alone(script, triton_build_env_unset, monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
     assert script.configure_triton_builds(executable(tmp_path / "ptxas")) == "/opt/cuda/bin/ptxas"
     assert os.environ["TRITON_PTXAS_PATH"] == "/opt/cuda/bin/ptxas"
@@ -285,7 +285,7 @@ def test_a_ptxas_the_user_set_is_left_alone(script, ptxas_unset, monkeypatch, tm
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("case", ["missing", "not executable", "a folder"])
-def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, ptxas_unset, tmp_path):
+def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, triton_build_env_unset, tmp_path):
     ptxas = tmp_path / "ptxas"
     if case == "not executable":
         executable(ptxas, 0o644)
