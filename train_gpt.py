@@ -9,6 +9,7 @@ import time
 PROCESS_START = time.perf_counter()  # startup time counts the imports too
 
 import copy
+import ctypes
 import dataclasses
 import functools
 import glob
@@ -1675,10 +1676,23 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     return train_files, val_files
 
 
+def reuse_freed_cpu_memory():
+    """CPU runs: glibc's malloc keeps freed memory for the next allocation instead of handing every block over 32 MB
+    back to the kernel, which zeroes its pages again when they are next touched (the tiny CPU run's head tensors:
+    11.9 -> 5.0 s a step in one process, most of it system
+    time; peak memory 1.2 -> 2.1 GB). Off glibc, nothing to do."""
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "mallopt"):
+        libc.mallopt(-4, 0)  # M_MMAP_MAX: no block of its own mapping
+        libc.mallopt(-1, 2**31 - 1)  # M_TRIM_THRESHOLD: keep the heap's free top
+
+
 def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
     device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    else:
+        reuse_freed_cpu_memory()
     if world_size > 1:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
                                 **(dict(device_id=device) if device.type == "cuda" else {}))

@@ -2,7 +2,8 @@
 artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
 it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
 its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
-Triton kernels (torch's, unless the user set one); and the start-up's kernel builds on worker threads."""
+Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads; and a CPU
+process's malloc, which keeps freed memory for reuse."""
 
 import os
 import re
@@ -184,6 +185,57 @@ def test_communication_overlap_of_a_profile(script):
     assert line == "communication: NCCL kernels 0.5 ms, 0.3 ms of it (52%) overlapped by compute kernels"
     assert script.communication_overlap([kernel_event("nvjet_gemm", 0, 10)]) is None  # one process: no NCCL
 
+
+MALLOC_AFTER_SETUP = """
+import ctypes, importlib, resource, sys, torch
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
+                "fordblks keepcost".split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[2] == "setup":
+    importlib.import_module(sys.argv[1]).reuse_freed_cpu_memory()
+elements = 32 * 2**20  # 128 MB of float32, as large as the tiny CPU run's head tensors
+mapped = libc.mallinfo2().hblkhd
+kept = torch.ones(elements)
+mapped = libc.mallinfo2().hblkhd - mapped
+del kept
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+torch.ones(elements // 2)  # fits in the freed block whatever small allocations came after it
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+print(mapped // 2**20, faults / (elements // 2 * 4 / resource.getpagesize()))
+"""
+
+
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
+def test_a_cpu_run_reuses_freed_memory_instead_of_mapping_and_faulting_it_in_again(script):
+    """glibc gives every block over 32 MB its own mapping, returned to the kernel when freed, so the next one faults
+    in zeroed pages again (one fault a page, unless transparent huge pages serve the mapping); after
+    reuse_freed_cpu_memory a 128-MB tensor comes from the heap, and a smaller one after it reuses its pages."""
+    libc = __import__("ctypes").CDLL(None)
+    if not (hasattr(libc, "mallopt") and hasattr(libc, "mallinfo2")):
+        pytest.skip("not glibc 2.33 or newer: nothing to set")
+    results = {}
+    for case in ["setup", "default"]:
+        run = subprocess.run([sys.executable, "-c", MALLOC_AFTER_SETUP, script, case], capture_output=True,
+                             text=True, cwd=REPO_ROOT, timeout=120)
+        assert run.returncode == 0, run.stderr
+        mapped_mb, faults_per_page = run.stdout.split()
+        results[case] = int(mapped_mb), float(faults_per_page)
+    assert results["default"][0] >= 128  # the check tells the two apart
+    assert results["setup"][0] == 0
+    assert results["setup"][1] < 0.05
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_cpu_process_sets_up_malloc_and_a_gpu_one_does_not(script, monkeypatch):
+    calls = []
+    monkeypatch.setattr(script, "reuse_freed_cpu_memory", lambda: calls.append("cpu"))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(str(device)))
+    device, comm = script.init_distributed(script.Hyperparameters(device="cpu"), 0, 0, 1)
+    assert (device.type, comm.world_size, calls) == ("cpu", 1, ["cpu"])
+    script.init_distributed(script.Hyperparameters(device="cuda"), 0, 0, 1)
+    assert calls == ["cpu", "cuda:0"]
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_the_model_is_built_on_the_default_device(script):
