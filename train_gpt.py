@@ -1678,9 +1678,9 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
 
 def reuse_freed_cpu_memory():
     """CPU runs: glibc's malloc keeps freed memory for the next allocation instead of handing every block over 32 MB
-    back to the kernel, which zeroes its pages again when they are next touched (the tiny CPU run's head tensors:
-    11.9 -> 5.0 s a step in one process, most of it system
-    time; peak memory 1.2 -> 2.1 GB). Off glibc, nothing to do."""
+    back to the kernel, which zeroes its pages again when they are next touched. The tiny CPU run's head tensors:
+    11.9 -> 5.0 s a step in one process (most of it system time), peak memory 1.2 -> 2.1 GB.
+    Off glibc, nothing to do."""
     libc = ctypes.CDLL(None)
     if hasattr(libc, "mallopt"):
         libc.mallopt(-4, 0)  # M_MMAP_MAX: no block of its own mapping

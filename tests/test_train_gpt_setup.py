@@ -5,6 +5,7 @@ its table: the GPU's idle time and the communication overlap of several processe
 Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads; and a CPU
 process's malloc, which keeps freed memory for reuse."""
 
+import ctypes
 import os
 import re
 import subprocess
@@ -212,7 +213,7 @@ def test_a_cpu_run_reuses_freed_memory_instead_of_mapping_and_faulting_it_in_aga
     """glibc gives every block over 32 MB its own mapping, returned to the kernel when freed, so the next one faults
     in zeroed pages again (one fault a page, unless transparent huge pages serve the mapping); after
     reuse_freed_cpu_memory a 128-MB tensor comes from the heap, and a smaller one after it reuses its pages."""
-    libc = __import__("ctypes").CDLL(None)
+    libc = ctypes.CDLL(None)
     if not (hasattr(libc, "mallopt") and hasattr(libc, "mallinfo2")):
         pytest.skip("not glibc 2.33 or newer: nothing to set")
     results = {}
@@ -236,6 +237,7 @@ def test_a_cpu_process_sets_up_malloc_and_a_gpu_one_does_not(script, monkeypatch
     assert (device.type, comm.world_size, calls) == ("cpu", 1, ["cpu"])
     script.init_distributed(script.Hyperparameters(device="cuda"), 0, 0, 1)
     assert calls == ["cpu", "cuda:0"]
+
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_the_model_is_built_on_the_default_device(script):
