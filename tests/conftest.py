@@ -93,3 +93,22 @@ def require_interpreted(triton_interpreter):
             pytest.skip(f"{kernel.fn.__module__} was imported before TRITON_INTERPRET=1 was set "
                         "(see tests/conftest.py)")
     return check
+
+
+@pytest.fixture(scope="session")
+def run_gpu_compiler(repo_root):
+    """run(script, *args, timeout=300): a perf script that builds Triton kernels for sm_90 on this machine, in a
+    subprocess without TRITON_INTERPRET (it needs Triton's GPU compiler, not the interpreter the other tests import
+    the scripts under). Returns the completed process; a ptxas that refuses the PTX (a newer Triton's) skips the test
+    with its last line."""
+    import subprocess
+    import sys
+
+    def run(script: str, *args: str, timeout: int = 300) -> "subprocess.CompletedProcess[str]":
+        env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+        result = subprocess.run([sys.executable, script, *args], cwd=repo_root, env=env, capture_output=True,
+                                text=True, timeout=timeout)
+        if result.returncode != 0 and "ptxas" in result.stderr:
+            pytest.skip(result.stderr.strip().splitlines()[-1])
+        return result
+    return run

@@ -2,20 +2,13 @@
 properties their speed rests on. It runs in a subprocess: it needs Triton's GPU compiler, while the other tests
 import the scripts under Triton's interpreter (TRITON_INTERPRET=1, tests/conftest.py)."""
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 
-def run_report(repo_root, *args):
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "perf/kernel_report.py", *args], cwd=repo_root, env=env,
-                            capture_output=True, text=True, timeout=300)
-    if result.returncode != 0 and "ptxas" in result.stderr:
-        pytest.skip(result.stderr.strip().splitlines()[-1])  # this Triton's ptxas refuses its PTX
+def run_report(run_gpu_compiler, *args):
+    result = run_gpu_compiler("perf/kernel_report.py", *args)
     assert result.returncode == 0, result.stderr
     lines = {}
     for line in result.stdout.splitlines():
@@ -29,30 +22,26 @@ def run_report(repo_root, *args):
 
 
 @pytest.fixture(scope="module")
-def report(repo_root):
-    return run_report(repo_root)
+def report(run_gpu_compiler):
+    return run_report(run_gpu_compiler)
 
 
-def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_function_unit(repo_root):
+def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_function_unit(run_gpu_compiler):
     """Track 2's kernel (8 entries a thread a loop iteration): the first pass takes 8 rsqrt and 4 ex2 on the unit
     (the other 4 exps on the FMA units), 96 cycles a warp; the second 8 and 8, 128."""
-    lines = run_report(repo_root, "train_gpt_medium.py")
+    lines = run_report(run_gpu_compiler, "train_gpt_medium.py")
     assert set(lines) == {"sym_matmul_kernel", "softcap_ce_kernel", "attention_inputs_kernel",
                           "attention_inputs_backward_kernel", "relu_square_gemm_kernel"}
     assert [mufu for _, mufu in lines["softcap_ce_kernel"][-1]] == [96, 128]
 
 
-def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_takes_square_roots(repo_root):
+def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_takes_square_roots(run_gpu_compiler):
     """The MLP GEMM at a 4-stage 128 x 256 launch: the forward fits, the backward not (its TMA stages, 48 KB each, and
     two half-tile buffers); two programs of 128 x 128 tiles at 3 stages fit an SM in the forward, not in the backward
     (a's buffer). The backward's relu(h) = sqrt(a): one special-function op per element (128 a thread at 128 x 256
     tiles and 8 warps), none in the forward."""
-    result = subprocess.run([sys.executable, "perf/kernel_report.py", "train_gpt_medium.py",
-                             "--launch=128,256,64,8,8,4,1,1", "--launch=128,128,64,8,8,3,1,2"], cwd=repo_root,
-                            capture_output=True, text=True, timeout=300,
-                            env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
-    if result.returncode != 0 and "ptxas" in result.stderr:
-        pytest.skip(result.stderr.strip().splitlines()[-1])  # this Triton's ptxas refuses its PTX
+    result = run_gpu_compiler("perf/kernel_report.py", "train_gpt_medium.py", "--launch=128,256,64,8,8,4,1,1",
+                              "--launch=128,128,64,8,8,3,1,2")
     assert result.returncode == 0, result.stderr
     gemm = [line for line in result.stdout.splitlines() if line.startswith("relu_square_gemm_kernel")]
     assert len(gemm) == 4  # --launch replaces MLP_LAUNCH: forward, then backward, each launch
@@ -62,7 +51,7 @@ def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_t
     assert "; 2 an SM fit" in forward_two and "; 2 an SM do not fit" in backward_two
     special = [int(re.search(r"(\d+) special-function ops", line)[1]) for line in (forward, backward)]
     assert special == [0, 128]
-    default = run_report(repo_root, "train_gpt_medium.py")
+    default = run_report(run_gpu_compiler, "train_gpt_medium.py")
     assert default["relu_square_gemm_kernel"][2] <= 232_448  # shared bytes of the last line, the backward
 
 
