@@ -23,6 +23,7 @@ from urllib.request import getproxies
 from tqdm import tqdm
 
 import shards
+from cli import display_dir, finish
 
 # Pre-tokenized GPT-2 shards as published by the speedrun community on the Hugging Face Hub.
 DATASETS = {
@@ -119,12 +120,6 @@ def fetch_shard(repo_id: str, filename: str, out_dir: Path, staging_dir: Path) -
     return n_tokens
 
 
-def display_dir(path: Path) -> str:
-    """path relative to the working directory when it lies below it, with a trailing slash."""
-    rel = os.path.relpath(path)
-    return (str(path) if rel.startswith("..") else rel) + os.sep
-
-
 def parse_args(argv):
     table = "\n".join(f"  {name:15s} {spec['repo_id']:25s} {spec['train_shards']:5d} train shards"
                       for name, spec in DATASETS.items())
@@ -179,17 +174,8 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     out_dir = args.dir if args.dir is not None else DATA_DIR / args.dataset
-    try:
-        summary = download(args.dataset, args.n_train, out_dir)
-    except DownloadError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"error: {e.filename or out_dir}: {e.strerror or e}; check free disk space and "
-              f"permissions of {out_dir}, then rerun to resume", file=sys.stderr)
-        return 1
-    print(summary)
-    return 0
+    return finish(lambda: download(args.dataset, args.n_train, out_dir), DownloadError, out_dir,
+                  f"permissions of {out_dir}, then rerun to resume")
 
 
 if __name__ == "__main__":

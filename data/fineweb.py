@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 import shards
+from cli import display_dir, finish
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
@@ -226,12 +227,6 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
     return n_documents, n_tokens
 
 
-def display_dir(path: Path) -> str:
-    """path relative to the working directory when it lies below it, with a trailing slash."""
-    rel = os.path.relpath(path)
-    return (str(path) if rel.startswith("..") else rel) + os.sep
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -302,17 +297,7 @@ def run(args) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        summary = run(args)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"error: {e.filename or args.out}: {e.strerror or e}; check free disk space and "
-              f"permissions of the output folder", file=sys.stderr)
-        return 1
-    print(summary)
-    return 0
+    return finish(lambda: run(args), InputError, args.out, "permissions of the output folder")
 
 
 if __name__ == "__main__":

@@ -148,6 +148,17 @@ def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, 
     assert not (tmp_path / "d" / ".partial").exists()  # nothing to resume, so no empty staging folder is left
 
 
+def test_an_os_error_outside_the_downloads_names_the_folder_and_says_to_rerun(tmp_path, monkeypatch, capsys):
+    def fail(dataset, n_train, out_dir):
+        raise OSError(28, "No space left on device")  # no file name: the folder stands in
+
+    monkeypatch.setattr(downloader, "download", fail)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert (code, out) == (1, [])
+    assert err == [f"error: {tmp_path / 'd'}: No space left on device; check free disk space and permissions of "
+                   f"{tmp_path / 'd'}, then rerun to resume"]
+
+
 @pytest.fixture
 def direct_network(monkeypatch):
     """No proxy and not huggingface_hub's offline mode, whatever the machine running the tests sets."""

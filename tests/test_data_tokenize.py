@@ -202,6 +202,16 @@ def test_out_as_a_file_and_a_name_with_glob_characters(tmp_path, tokenizer_env):
     assert result.returncode == 1 and "already holds 1 x[1] shards" in result.stderr
 
 
+def test_an_output_folder_that_cannot_be_made_is_one_error_line(tmp_path, tokenizer_env):
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+    out_dir = tmp_path / "doc.txt" / "out"  # below a file: mkdir's OSError, not one of the tool's own checks
+    result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"error: {out_dir}: Not a directory; check free disk space and permissions "
+                                     "of the output folder")
+
+
 def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monkeypatch, capsys):
     """--hf goes through datasets.load_dataset(streaming=True); a stand-in module replaces it."""
     requests = []
