@@ -2,12 +2,16 @@
 48K-token micro-step (49,152 x 768; QKV 2,304 wide): the six GEMMs of a block's forward and backward in bf16, as the
 script runs them, and on the FP8 tensor cores with the operand layouts they need (both operands K-major), then each
 cast those FP8 GEMMs need (float8 in both layouts, scales from every 16th row as FP8MLP's), compiled as the script's
-graph would compile them. Asked in session 44: the lever's bound is what the FP8 GEMMs save over bf16 with the casts
-free (fused into neighbouring kernels); the unfused version, session 32's branch, gained 0.5% (perf/NOTES.md).
+graph would compile them. Then a hybrid: the four GEMMs whose sum runs over a width (768 or 2,304), not over the
+tokens, with one scale per row (per token, per output feature: e4m3 both, bf16 out, CUTLASS's rowwise kernel), which a
+kernel can compute from the row it holds; the two weight gradients stay bf16, so nothing needs a transposed float8
+copy. Asked in session 44: the lever's bound is what the FP8 GEMMs save over bf16 with the casts free (fused into
+neighbouring kernels); the unfused version, session 32's branch, gained 0.5% (perf/NOTES.md).
 
-python perf/attention_fp8_bench.py [--tiny]  ->  one line per GEMM (bf16 and FP8 microseconds), one per cast, then a
-block's totals and a micro-step's (11 attention blocks). --tiny: small shapes on the CPU, uncompiled, FP8 emulated by
-the script's scaled_mm and timed by the clock; each FP8 product is checked against its bf16 one (the test runs this).
+python perf/attention_fp8_bench.py [--tiny]  ->  one line per GEMM (bf16, FP8 and rowwise FP8 microseconds), one per
+cast, then a block's totals and a micro-step's (11 attention blocks) for each way. --tiny: small shapes on the CPU,
+uncompiled, FP8 emulated (the script's scaled_mm, rowwise_mm) and timed by the clock; each FP8 product is checked
+against its bf16 one (the test runs this).
 """
 import sys
 from pathlib import Path
@@ -74,30 +78,93 @@ def fp8_gemms(f8: dict) -> dict:
             "grad_w_o = y.T @ g_o": mm("y", transposed, "g_o", transposed, torch.float32, False)}
 
 
-def main(argv: list[str]) -> int:
-    tiny = "--tiny" in argv
-    device = "cpu" if tiny else "cuda"
-    tokens, dim = (512, 64) if tiny else (49152, 768)
-    t = tensors(tokens, dim, device)
+def rowwise_cast(t: torch.Tensor) -> tuple:
+    """t in e4m3 with one scale per row (the row's largest magnitude to e4m3's largest value), and the scales
+    (rows x 1)."""
+    scale = t.detach().abs().amax(dim=1, keepdim=True).float().clamp_min(1e-30) / torch.finfo(E4M3).max
+    return train_gpt.to_float8(t, scale, E4M3), scale
+
+
+def rowwise_mm(a: torch.Tensor, a_scale: torch.Tensor, b_stored: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
+    """(a * a_scale) @ (b_stored * b_scale).T in bf16 for e4m3 a (rows scaled) and b_stored (its rows, the product's
+    columns, scaled): torch's rowwise _scaled_mm on the GPU, the same float8 values in fp32 elsewhere."""
+    if a.is_cuda:
+        return torch._scaled_mm(a, b_stored.T, scale_a=a_scale, scale_b=b_scale.T, out_dtype=torch.bfloat16,
+                                use_fast_accum=True)
+    return ((a.float() * a_scale) @ (b_stored.float() * b_scale).T).bfloat16()
+
+
+# the rowwise GEMMs' operands: the first operand's rows are tokens; the second is stored with the product's columns as
+# rows, so the GEMMs that multiply by a weight's transpose (grad_x, out) take a transposed copy of it
+ROWWISE_SOURCES = dict(x="x", y="y", g_qkv="g_qkv", g_o="g_o", w_qkv="w_qkv", w_qkv_t="w_qkv.T", w_o="w_o",
+                       w_o_t="w_o.T")
+
+
+def rowwise_gemms(rw: dict) -> dict:
+    """The four GEMMs whose sum runs over a width, from rw[name] = (e4m3 rows, their scales)."""
+    def mm(a_name, b_name):
+        return lambda: rowwise_mm(*rw[a_name], *rw[b_name])
+
+    return {"qkv = x @ w_qkv.T": mm("x", "w_qkv"), "grad_x = g_qkv @ w_qkv": mm("g_qkv", "w_qkv_t"),
+            "out = y @ w_o": mm("y", "w_o_t"), "grad_y = g_o @ w_o.T": mm("g_o", "w_o")}
+
+
+def compare(name: str, way: str, bf16_run, fp8_run, tiny: bool) -> tuple[float, float]:
+    """Print both times and return them (microseconds); the tiny run first checks that the products agree to
+    float8's rounding (a wrong operand layout is far off)."""
+    if tiny:
+        exact, approx = bf16_run().float(), fp8_run().float()
+        error = (approx - exact).norm() / exact.norm()
+        assert error < 0.1, f"{name}: {way} product {error:.3f} from bf16's"
+    bf16_us, fp8_us = timed_us(bf16_run, tiny), timed_us(fp8_run, tiny)
+    print(f"{name}: bf16 {bf16_us:8.1f} us, {way} {fp8_us:8.1f} us")
+    return bf16_us, fp8_us
+
+
+def tensorwise(t: dict, tiny: bool) -> tuple[float, float, float]:
+    """The six GEMMs in bf16 and FP8, then the casts: (bf16 GEMM us, FP8 saved us, casts us) for a block."""
     cast = both_layouts if tiny else torch.compile(both_layouts, dynamic=False)
     f8 = {name: cast(t[name], *FORMATS[name]) for name in FORMATS}
-    totals = dict(bf16=0.0, fp8=0.0, casts=0.0)
-    for (name, bf16_run), fp8_run in zip(bf16_gemms(t).items(), fp8_gemms(f8).values()):
-        if tiny:
-            exact, approx = bf16_run().float(), fp8_run().float()
-            error = (approx - exact).norm() / exact.norm()
-            assert error < 0.1, f"{name}: FP8 product {error:.3f} from bf16's"
-        bf16_us, fp8_us = timed_us(bf16_run, tiny), timed_us(fp8_run, tiny)
-        totals["bf16"], totals["fp8"] = totals["bf16"] + bf16_us, totals["fp8"] + fp8_us
-        print(f"{name}: bf16 {bf16_us:8.1f} us, FP8 {fp8_us:8.1f} us")
+    bf16_runs = bf16_gemms(t)
+    times = [compare(name, "FP8", bf16_runs[name], run, tiny) for name, run in fp8_gemms(f8).items()]
+    casts = 0.0
     for name, (dtype, row_step) in FORMATS.items():
         us = timed_us(lambda: cast(t[name], dtype, row_step), tiny)
-        totals["casts"] += us
+        casts += us
         print(f"cast {name} {tuple(t[name].shape)} to {str(dtype).removeprefix('torch.')}, both layouts: {us:8.1f} us")
+    return sum(bf16 for bf16, _ in times), sum(bf16 - fp8 for bf16, fp8 in times), casts
+
+
+def rowwise(t: dict, tiny: bool) -> tuple[float, float]:
+    """The four width-sum GEMMs in bf16 and rowwise FP8, then their casts: (saved us, casts us) for a block."""
+    cast = rowwise_cast if tiny else torch.compile(rowwise_cast, dynamic=False)
+    sources = {name: t[source.removesuffix(".T")].T.contiguous() if source.endswith(".T") else t[source]
+               for name, source in ROWWISE_SOURCES.items()}
+    rw = {name: cast(source) for name, source in sources.items()}
+    bf16_runs = bf16_gemms(t)
+    saved = sum(bf16 - fp8 for bf16, fp8 in (compare(name, "rowwise FP8", bf16_runs[name], run, tiny)
+                                             for name, run in rowwise_gemms(rw).items()))
+    casts = 0.0
+    for name, source in sources.items():
+        us = timed_us(lambda: cast(source), tiny)
+        casts += us
+        print(f"rowwise cast {name} {tuple(source.shape)} to float8_e4m3fn: {us:8.1f} us")
+    return saved, casts
+
+
+def main(argv: list[str]) -> int:
+    tiny = "--tiny" in argv
+    tokens, dim = (512, 64) if tiny else (49152, 768)
+    t = tensors(tokens, dim, "cpu" if tiny else "cuda")
+    bf16_us, fp8_saved_us, casts_us = tensorwise(t, tiny)
+    rowwise_saved_us, rowwise_casts_us = rowwise(t, tiny)
     for label, blocks in [("a block", 1), (f"a micro-step ({ATTENTION_BLOCKS} blocks)", ATTENTION_BLOCKS)]:
-        bf16, fp8, casts = (totals[key] * blocks / 1000 for key in ("bf16", "fp8", "casts"))
-        print(f"{label}: bf16 GEMMs {bf16:.3f} ms; FP8 GEMMs {fp8:.3f} ms + casts {casts:.3f} ms; saved with the "
-              f"casts fused away {bf16 - fp8:.3f} ms, unfused {bf16 - fp8 - casts:.3f} ms")
+        bf16, fp8_saved, casts, rowwise_saved, rowwise_casts = (
+            us * blocks / 1000 for us in (bf16_us, fp8_saved_us, casts_us, rowwise_saved_us, rowwise_casts_us))
+        print(f"{label}: bf16 GEMMs {bf16:.3f} ms; FP8 saves {fp8_saved:.3f} ms with the casts fused away, "
+              f"{fp8_saved - casts:.3f} ms unfused (casts {casts:.3f} ms); the hybrid saves {rowwise_saved:.3f} ms "
+              f"with the casts fused away, {rowwise_saved - rowwise_casts:.3f} ms unfused "
+              f"(casts {rowwise_casts:.3f} ms)")
     return 0
 
 

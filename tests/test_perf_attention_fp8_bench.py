@@ -46,16 +46,47 @@ def test_both_layouts_hold_the_same_float8_values(bench):
     assert torch.equal(scale, 2 * t[::16].abs().amax().float() / torch.finfo(torch.float8_e5m2).max)
 
 
+def test_each_rowwise_gemm_is_its_bf16_product_to_float8_rounding(bench):
+    t = bench.tensors(256, 64, "cpu")
+    sources = dict(x=t["x"], y=t["y"], g_qkv=t["g_qkv"], g_o=t["g_o"], w_qkv=t["w_qkv"], w_o=t["w_o"],
+                   w_qkv_t=t["w_qkv"].T.contiguous(), w_o_t=t["w_o"].T.contiguous())
+    rw = {name: bench.rowwise_cast(source) for name, source in sources.items()}
+    assert set(rw) == set(bench.ROWWISE_SOURCES)
+    bf16 = bench.bf16_gemms(t)
+    errors = {name: relative_error(run().float(), bf16[name]().float())
+              for name, run in bench.rowwise_gemms(rw).items()}
+    assert set(errors) == {"qkv = x @ w_qkv.T", "grad_x = g_qkv @ w_qkv", "out = y @ w_o", "grad_y = g_o @ w_o.T"}
+    assert all(0 < error < 0.1 for error in errors.values()), errors
+    # w_o where its transpose belongs: a product of the right shape, wrong
+    swapped = bench.rowwise_gemms({**rw, "w_o_t": rw["w_o"]})
+    assert relative_error(swapped["out = y @ w_o"]().float(), bf16["out = y @ w_o"]().float()) > 0.5
+
+
+def test_rowwise_cast_scales_each_row_to_e4m3s_largest_value(bench):
+    t = torch.randn(6, 32).bfloat16() * torch.arange(1, 7)[:, None]
+    t_f8, scale = bench.rowwise_cast(t)
+    assert scale.shape == (6, 1)
+    assert torch.equal(t_f8.float().abs().amax(dim=1), torch.full((6,), torch.finfo(torch.float8_e4m3fn).max))
+    torch.testing.assert_close(t_f8.float() * scale, t.float(), rtol=0.07, atol=0)
+
+
 def test_tiny_run_reports_every_gemm_cast_and_total(bench, capsys):
     assert bench.main(["--tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    gemm_names = list(bench.bf16_gemms(bench.tensors(8, 4, "cpu")))
     gemms = [re.fullmatch(r"(.+): bf16 +[\d.]+ us, FP8 +[\d.]+ us", line) for line in lines[:6]]
-    assert [match[1] for match in gemms] == list(bench.bf16_gemms(bench.tensors(8, 4, "cpu")))
+    assert [match[1] for match in gemms] == gemm_names
     casts = [re.fullmatch(r"cast (\w+) \(\d+, \d+\) to float8_e(4m3fn|5m2), both layouts: +[\d.]+ us", line)
              for line in lines[6:12]]
     assert [match[1] for match in casts] == list(bench.FORMATS)
-    totals = r"bf16 GEMMs [\d.]+ ms; FP8 GEMMs [\d.]+ ms \+ casts [\d.]+ ms; saved with the casts fused away -?[\d.]+ " \
-             r"ms, unfused -?[\d.]+ ms"
-    assert re.fullmatch(f"a block: {totals}", lines[12])
-    assert re.fullmatch(f"a micro-step \\(11 blocks\\): {totals}", lines[13])
-    assert len(lines) == 14
+    rowwise = [re.fullmatch(r"(.+): bf16 +[\d.]+ us, rowwise FP8 +[\d.]+ us", line) for line in lines[12:16]]
+    assert [match[1] for match in rowwise] == [gemm_names[i] for i in (0, 1, 3, 4)]
+    row_casts = [re.fullmatch(r"rowwise cast (\w+) \(\d+, \d+\) to float8_e4m3fn: +[\d.]+ us", line)
+                 for line in lines[16:24]]
+    assert [match[1] for match in row_casts] == list(bench.ROWWISE_SOURCES)
+    ms = r"-?[\d.]+ ms"
+    totals = (f"bf16 GEMMs {ms}; FP8 saves {ms} with the casts fused away, {ms} unfused \\(casts {ms}\\); the hybrid "
+              f"saves {ms} with the casts fused away, {ms} unfused \\(casts {ms}\\)")
+    assert re.fullmatch(f"a block: {totals}", lines[24]), lines[24]
+    assert re.fullmatch(f"a micro-step \\(11 blocks\\): {totals}", lines[25]), lines[25]
+    assert len(lines) == 26
