@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Compress the proxy shards of data/proxy/ into perf/carry/ (ignored) for device calls: carry perf/carry, not
-# data/proxy (52 MB of the 64 MiB limit), and the perf scripts unpack them there.
+# Compress the proxy shards into perf/carry/ (ignored) for device calls: carry perf/carry, not data/proxy (52 MB of
+# the 64 MiB limit), and the perf scripts unpack them into data/proxy/ there (unpack_proxy_data).
+# Usage: bash perf/pack.sh [FOLDER]   (FOLDER: where the proxy's *.bin shards are; data/proxy by default)
 set -euo pipefail
+source=${1:-data/proxy}
+shopt -s nullglob
+shards=("$source"/*.bin)
+if [ ${#shards[@]} -eq 0 ]; then
+    echo "error: no proxy shards (*.bin) in $source/; pass their folder (bash perf/pack.sh ../shared/proxy)" \
+        "or copy them there" >&2
+    exit 2
+fi
 mkdir -p perf/carry
-for shard in data/proxy/*.bin; do
+for shard in "${shards[@]}"; do
     [ -e "perf/carry/$(basename "$shard").xz" ] || xz -T0 -6 -k -c "$shard" > "perf/carry/$(basename "$shard").xz"
 done
 du -sh perf/carry

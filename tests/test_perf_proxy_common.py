@@ -50,3 +50,28 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert f"gpu={gpu} inductor={caches}/gpu{gpu}/inductor " in console
         assert f"--compile_cache={caches}/gpu{gpu}/compile_cache_train_gpt.bin " in console
         assert console.rstrip().endswith(f"--seed={seed}")
+
+
+def test_pack_without_shards_is_one_error_line_and_writes_nothing(tmp_path, repo_root):
+    (tmp_path / "empty").mkdir()
+    result = subprocess.run(["bash", str(repo_root / "perf" / "pack.sh"), "empty"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == ("error: no proxy shards (*.bin) in empty/; pass their folder (bash perf/pack.sh "
+                             "../shared/proxy) or copy them there\n")
+    assert not (tmp_path / "perf").exists()
+
+
+def test_packed_shards_unpack_to_the_same_bytes(tmp_path, repo_root):
+    source = tmp_path / "shards"
+    source.mkdir()
+    for index, name in enumerate(["proxy_val_000000.bin", "proxy_train_000001.bin"]):
+        (source / name).write_bytes(bytes(range(256)) * (index + 3))
+    subprocess.run(["bash", str(repo_root / "perf" / "pack.sh"), "shards"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=60)
+    assert sorted(p.name for p in (tmp_path / "perf" / "carry").iterdir()) == [
+        "proxy_train_000001.bin.xz", "proxy_val_000000.bin.xz"]
+    subprocess.run(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && unpack_proxy_data"],
+                   cwd=tmp_path, check=True, timeout=60)
+    for shard in source.iterdir():
+        assert (tmp_path / "data" / "proxy" / shard.name).read_bytes() == shard.read_bytes()
