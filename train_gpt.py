@@ -78,6 +78,8 @@ class Hyperparameters:
                             "scales from each tensor's maximum")
     fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
                                      "maximum, with 2x headroom (1 = every row, no headroom)")
+    fp8_attention: bool = setting(True, "the attention's QKV and output projections' forward on the FP8 tensor cores "
+                                  "in training (a scale per token and per output feature); their backward in bf16")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -453,6 +455,42 @@ def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
     return FP8MLP.apply(x, fc_w, proj_w, row_step)
 
 
+def rowwise_float8(t: Tensor) -> tuple[Tensor, Tensor]:
+    """t (rows x cols) in e4m3 with one scale per row (rows x 1) that takes the row's largest magnitude to e4m3's
+    largest value: a row reduction, which compiles into the kernel that makes t (a norm, a gate)."""
+    scale = t.detach().abs().amax(dim=1, keepdim=True).float().clamp_min(1e-30) / torch.finfo(torch.float8_e4m3fn).max
+    return to_float8(t, scale, torch.float8_e4m3fn), scale
+
+
+def rowwise_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor) -> Tensor:
+    """(a * a_scale) @ (b * b_scale).T in bf16 for e4m3 a and b scaled by rows (b's rows: the product's columns): the
+    rowwise FP8 kernel on the GPU, the same float8 values multiplied in fp32 elsewhere."""
+    if a.is_cuda:
+        return torch._scaled_mm(a, b.T, scale_a=a_scale, scale_b=b_scale.T, out_dtype=torch.bfloat16,
+                                use_fast_accum=True)
+    return ((a.float() * a_scale) @ (b.float() * b_scale).T).bfloat16()
+
+
+class FP8ForwardLinear(torch.autograd.Function):
+    """x @ w.T (x: tokens x in, w: out x in) with the forward on the FP8 tensor cores, a scale per token and per
+    output feature (every scale from its own row, so no pass over the whole tensor first), and the backward in bf16
+    from the saved x and w, as F.linear(x, w.bfloat16()) runs it (--fp8_attention)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return rowwise_scaled_mm(*rowwise_float8(x), *rowwise_float8(w.contiguous()))
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return grad @ w.type_as(grad), (grad.T @ x).type_as(w)
+
+
+def fp8_forward_linear(x: Tensor, w: Tensor) -> Tensor:
+    return FP8ForwardLinear.apply(x, w)
+
+
 def trace_mlp_as_one_call():
     """Before torch.compile: fp8_mlp becomes one call in dynamo's graph, and AOTAutograd traces FP8MLP into the
     compiled graphs as before (the same ops). Dynamo traced an autograd.Function's forward and backward at every
@@ -460,11 +498,12 @@ def trace_mlp_as_one_call():
     ones too. AOTAutograd's cache skips graphs that call a Python function unless it is marked cacheable (each start
     would re-trace and re-partition the model); the mark's key is the source of what fp8_mlp runs, so that an edited
     FP8MLP misses instead of reusing old graphs."""
-    torch._dynamo.allow_in_graph(fp8_mlp)
-    source = "".join(inspect.getsource(part) for part in (fp8_mlp, FP8MLP, to_float8_scaled, float8_scale, to_float8,
-                                                          scaled_mm, relu_square_grad))
-    name = f"{fp8_mlp.__module__}.{fp8_mlp.__name__}"
-    torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
+    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad)),
+                            (fp8_forward_linear, (FP8ForwardLinear, rowwise_float8, rowwise_scaled_mm, to_float8))]:
+        torch._dynamo.allow_in_graph(function)
+        source = "".join(inspect.getsource(part) for part in (function, *parts))
+        name = f"{function.__module__}.{function.__name__}"
+        torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1274,16 +1313,21 @@ class CausalSelfAttention(nn.Module):
             self.qkvo_w[3].zero_()
         self.gate_w = nn.Parameter(torch.zeros(args.num_heads, self.gate_dim))
         self.rotary = rotary  # one table shared by all layers
+        self.fp8 = args.fp8_attention
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
-        qkv = F.linear(x, self.qkvo_w[:3].flatten(0, 1).type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
+        fp8, qkv_w = self.fp8 and self.training, self.qkvo_w[:3].flatten(0, 1)
+        qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w) if fp8 else F.linear(x, qkv_w.type_as(x))
+        qkv = qkv.view(B, T, 3 * self.num_heads, self.head_dim)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
         # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
-        y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
-        return y.flatten(2) @ self.qkvo_w[3].type_as(y)
+        y = (y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)).flatten(2)
+        if fp8:
+            return fp8_forward_linear(y.flatten(0, 1), self.qkvo_w[3].T).view(B, T, -1)
+        return y @ self.qkvo_w[3].type_as(y)
 
 
 class MLP(nn.Module):

@@ -810,6 +810,50 @@ def test_fp8_mlp_is_fp8_in_training_only_and_learns():
     assert losses[-1] < losses[0]
 
 
+def test_rowwise_float8_scales_each_row_to_e4m3s_largest_value():
+    t = torch.randn(6, DIM).bfloat16() * torch.arange(1, 7)[:, None]
+    t_f8, scale = train_gpt.rowwise_float8(t)
+    assert t_f8.dtype == torch.float8_e4m3fn and scale.shape == (6, 1)
+    assert torch.equal(t_f8.float().abs().amax(dim=1), torch.full((6,), 448.0))
+    torch.testing.assert_close(t_f8.float() * scale, t.float(), rtol=2 ** -3, atol=0)  # e4m3: 3 mantissa bits
+
+
+def test_fp8_forward_linear_rounds_the_forward_only():
+    """The forward is the product of the rowwise float8 values; the backward is exactly bf16 F.linear's."""
+    gen = torch.Generator().manual_seed(3)
+    x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16().requires_grad_()
+    w = (torch.randn(3 * DIM, DIM, generator=gen) * DIM ** -0.5).requires_grad_()
+    grad = (torch.randn(TOKENS, 3 * DIM, generator=gen) * 1e-3).bfloat16()
+    out = train_gpt.fp8_forward_linear(x, w)
+    out.backward(grad)
+    x_ref, w_ref = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    reference = F.linear(x_ref, w_ref.bfloat16())
+    reference.backward(grad)
+    (x_f8, x_s), (w_f8, w_s) = train_gpt.rowwise_float8(x.detach()), train_gpt.rowwise_float8(w.detach())
+    assert torch.equal(out, ((x_f8.float() * x_s) @ (w_f8.float() * w_s).T).bfloat16())
+    assert 1e-3 < (out.float() - reference.float()).norm() / reference.float().norm() < 0.06
+    assert torch.equal(x.grad, x_ref.grad) and torch.equal(w.grad, w_ref.grad) and w.grad.dtype == torch.float32
+
+
+def test_attention_projections_are_fp8_in_training_only():
+    args = train_gpt.Hyperparameters(model_dim=DIM, num_heads=2, head_dim=64, train_seq_len=128, val_seq_len=128)
+    torch.manual_seed(0)
+    attention = train_gpt.CausalSelfAttention(args, train_gpt.Rotary(64, 256))
+    with torch.no_grad():
+        attention.qkvo_w[3].normal_(std=0.02)
+    x = F.rms_norm(torch.randn(1, 256, DIM), (DIM,)).bfloat16()
+    mask = train_gpt.dense_mask(torch.zeros(256, dtype=torch.int32), torch.tensor(2))  # one document, 2 blocks
+    outputs = {}
+    for fp8 in (True, False):
+        attention.fp8 = fp8
+        outputs[fp8] = attention(x, None, torch.tensor([0.5, 0.5]), mask)
+    assert not torch.equal(outputs[True], outputs[False])
+    assert (outputs[True].float() - outputs[False].float()).norm() / outputs[False].float().norm() < 0.1
+    attention.fp8 = True
+    attention.eval()
+    assert torch.equal(attention(x, None, torch.tensor([0.5, 0.5]), mask), outputs[False])
+
+
 # ----------------------------------------------------------------------------------------------
 # Attention inputs (attention_inputs, both scripts; track 2 norms the values too): q and k RMS-normed and rotated, v
 # mixed with the value embedding; the kernels under Triton's interpreter against each script's torch path, and the
