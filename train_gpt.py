@@ -78,8 +78,8 @@ class Hyperparameters:
                             "scales from each tensor's maximum")
     fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
                                      "maximum, with 2x headroom (1 = every row, no headroom)")
-    fp8_attention: bool = setting(True, "the attention's QKV projection's forward on the FP8 tensor cores in training "
-                                  "(a scale per token and per output feature); its backward in bf16")
+    fp8_qkv: bool = setting(True, "the attention's QKV projection's forward on the FP8 tensor cores in training (e4m3, "
+                            "a scale per token and per output feature); its backward in bf16")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -457,14 +457,14 @@ def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
 
 def rowwise_float8(t: Tensor) -> tuple[Tensor, Tensor]:
     """t (rows x cols) in e4m3 with one scale per row (rows x 1) that takes the row's largest magnitude to e4m3's
-    largest value: a row reduction, which compiles into the kernel that makes t (a norm, a gate)."""
+    largest value: a row reduction, which compiles into the kernel that makes t (the attention input's norm)."""
     scale = t.detach().abs().amax(dim=1, keepdim=True).float().clamp_min(1e-30) / torch.finfo(torch.float8_e4m3fn).max
     return to_float8(t, scale, torch.float8_e4m3fn), scale
 
 
 def rowwise_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor) -> Tensor:
     """(a * a_scale) @ (b * b_scale).T in bf16 for e4m3 a and b scaled by rows (b's rows: the product's columns): the
-    rowwise FP8 kernel on the GPU, the same float8 values multiplied in fp32 elsewhere."""
+    rowwise FP8 GEMM on the GPU (cuBLAS on the H200), the same float8 values multiplied in fp32 elsewhere."""
     if a.is_cuda:
         return torch._scaled_mm(a, b.T, scale_a=a_scale, scale_b=b_scale.T, out_dtype=torch.bfloat16,
                                 use_fast_accum=True)
@@ -472,14 +472,15 @@ def rowwise_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor) ->
 
 
 class FP8ForwardLinear(torch.autograd.Function):
-    """x @ w.T (x: tokens x in, w: out x in) with the forward on the FP8 tensor cores, a scale per token and per
-    output feature (every scale from its own row, so no pass over the whole tensor first), and the backward in bf16
-    from the saved x and w, as F.linear(x, w.bfloat16()) runs it (--fp8_attention)."""
+    """x @ w.T (x: tokens x in, w: out x in, both contiguous) with the forward on the FP8 tensor cores, a scale per
+    token and per output feature (rowwise scaling, as torchao's float8 recipes, 2024: every scale from its own row, so
+    no pass over the whole tensor first), and the backward in bf16 from the saved x and w, exactly as
+    F.linear(x, w.bfloat16()) runs it (--fp8_qkv)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x, w)
-        return rowwise_scaled_mm(*rowwise_float8(x), *rowwise_float8(w.contiguous()))
+        return rowwise_scaled_mm(*rowwise_float8(x), *rowwise_float8(w))
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -491,13 +492,14 @@ def fp8_forward_linear(x: Tensor, w: Tensor) -> Tensor:
     return FP8ForwardLinear.apply(x, w)
 
 
-def trace_mlp_as_one_call():
-    """Before torch.compile: fp8_mlp becomes one call in dynamo's graph, and AOTAutograd traces FP8MLP into the
-    compiled graphs as before (the same ops). Dynamo traced an autograd.Function's forward and backward at every
-    call: half of the model's tracing (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm
-    ones too. AOTAutograd's cache skips graphs that call a Python function unless it is marked cacheable (each start
-    would re-trace and re-partition the model); the mark's key is the source of what fp8_mlp runs, so that an edited
-    FP8MLP misses instead of reusing old graphs."""
+def trace_autograd_functions_as_one_call():
+    """Before torch.compile: fp8_mlp and fp8_forward_linear become one call each in dynamo's graph, and AOTAutograd
+    traces FP8MLP and FP8ForwardLinear into the compiled graphs as before (the same ops). Dynamo traced an
+    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
+    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
+    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
+    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
+    FP8ForwardLinear misses instead of reusing old graphs."""
     for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad)),
                             (fp8_forward_linear, (FP8ForwardLinear, rowwise_float8, rowwise_scaled_mm, to_float8))]:
         torch._dynamo.allow_in_graph(function)
@@ -1313,20 +1315,22 @@ class CausalSelfAttention(nn.Module):
             self.qkvo_w[3].zero_()
         self.gate_w = nn.Parameter(torch.zeros(args.num_heads, self.gate_dim))
         self.rotary = rotary  # one table shared by all layers
-        self.fp8 = args.fp8_attention
+        self.fp8_qkv = args.fp8_qkv
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
-        fp8, qkv_w = self.fp8 and self.training, self.qkvo_w[:3].flatten(0, 1)
-        qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w) if fp8 else F.linear(x, qkv_w.type_as(x))
-        qkv = qkv.view(B, T, 3 * self.num_heads, self.head_dim)
+        qkv_w = self.qkvo_w[:3].flatten(0, 1)
+        if self.fp8_qkv and self.training:
+            qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w).view(B, T, 3 * self.num_heads, self.head_dim)
+        else:
+            qkv = F.linear(x, qkv_w.type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
         # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
-        # the output projection stays bf16: its input's float8 cast cannot fuse into FlexAttention's output kernel,
-        # which the gate's product does, and costs what its FP8 GEMM saves (session 44's profile)
         y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
+        # bf16: FlexAttention's kernel takes the gate's product into its output, but not a float8 cast's row
+        # reduction, which cost what the FP8 GEMM saved (perf/NOTES.md, session 44)
         return y.flatten(2) @ self.qkvo_w[3].type_as(y)
 
 
@@ -1674,9 +1678,23 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
                          f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
                          "which is bf16")
+    if args.device == "cuda" and args.fp8_qkv and not rowwise_fp8_matmul_runs():
+        raise SetupError("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV projection's "
+                         "forward uses; pass --fp8_qkv=false")
     if args.device == "cuda" and args.model_dim % 16 != 0:
         raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 16 on the GPU (the FP8 tensor cores' "
                          "matrix sizes); change --num_heads or --head_dim")
+
+
+def rowwise_fp8_matmul_runs() -> bool:
+    """Whether torch multiplies e4m3 matrices with a scale per row on this GPU (torch 2.11 on the H200 does, through
+    cuBLAS; not every GPU and build does), tried on 16 x 16 ones."""
+    ones, scales = torch.ones(16, 16, device="cuda").to(torch.float8_e4m3fn), torch.ones(16, 1, device="cuda")
+    try:
+        rowwise_scaled_mm(ones, scales, ones, scales)
+    except RuntimeError:
+        return False
+    return True
 
 
 def check_settings(args: Hyperparameters, world_size: int):
@@ -2425,7 +2443,7 @@ def main():
         raw_model = GPT(args)
     model = raw_model
     if args.compile:
-        trace_mlp_as_one_call()
+        trace_autograd_functions_as_one_call()
         model = torch.compile(raw_model, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:

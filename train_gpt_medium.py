@@ -762,7 +762,7 @@ def normed_relu_square_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
     return NormedReluSquareMLP.apply(x, fc_w, proj_w)
 
 
-def trace_mlp_as_one_call():
+def trace_autograd_functions_as_one_call():
     """Before torch.compile: normed_relu_square_mlp becomes one call in dynamo's graph (as track 1's fp8_mlp), and
     AOTAutograd traces NormedReluSquareMLP into the compiled graphs as before. Dynamo traced the autograd.Function's
     forward and backward at every call, at every start. AOTAutograd's cache keeps graphs that call the function under
@@ -2197,7 +2197,7 @@ def main():
         raw_model = GPT(args)
     model = raw_model
     if args.compile:
-        trace_mlp_as_one_call()
+        trace_autograd_functions_as_one_call()
         model = torch.compile(raw_model, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:

@@ -61,8 +61,8 @@ def trace_seconds(script, overrides: list[str], repeats: int) -> tuple[list[floa
     seconds = []
     for _ in range(repeats):
         torch._dynamo.reset()
-        if hasattr(script, "trace_mlp_as_one_call"):  # what the script does before its torch.compile
-            script.trace_mlp_as_one_call()
+        if hasattr(script, "trace_autograd_functions_as_one_call"):  # what the script does before torch.compile
+            script.trace_autograd_functions_as_one_call()
         compiled = torch.compile(model, backend="eager", dynamic=False)
         with InlineTimer() as timer:
             start = time.perf_counter()

@@ -293,15 +293,21 @@ def test_a_setup_unlike_the_records_gets_a_note_line_each(monkeypatch, script, v
     assert module.setup_notes(args, world_size) == notes
 
 
+def fake_gpu(monkeypatch, capability, rowwise_fp8: bool = True):
+    """One GPU of this compute capability, whose torch does (or does not) run a rowwise-scaled FP8 matmul."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(train_gpt, "rowwise_fp8_matmul_runs", lambda: rowwise_fp8)
+
+
 @pytest.mark.parametrize("capability, message", [
     ((8, 0), "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
              "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
     ((8, 9), None), ((9, 0), None),
 ])
 def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capability, message):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    fake_gpu(monkeypatch, capability)
     if message is None:
         train_gpt.check_settings(Hyperparameters(), 1)
         return
@@ -310,11 +316,29 @@ def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capabilit
     assert str(error.value) == message
 
 
+def test_a_gpu_without_rowwise_fp8_matmuls_is_one_error_line_unless_the_qkv_projection_stays_bf16(monkeypatch):
+    fake_gpu(monkeypatch, (10, 0), rowwise_fp8=False)
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(), 1)
+    assert str(error.value) == ("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV "
+                                "projection's forward uses; pass --fp8_qkv=false")
+    train_gpt.check_settings(Hyperparameters(fp8_qkv=False), 1)
+
+
+def test_the_rowwise_fp8_probe_answers_false_where_the_matmul_raises(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("rowwise scaling is not supported on this device")
+
+    monkeypatch.setattr(train_gpt, "rowwise_scaled_mm", refuse)
+    monkeypatch.setattr(torch, "ones", lambda *shape, **kwargs: torch.zeros(*shape))  # no CUDA here: CPU stand-ins
+    assert train_gpt.rowwise_fp8_matmul_runs() is False
+    monkeypatch.setattr(train_gpt, "rowwise_scaled_mm", lambda *args: None)
+    assert train_gpt.rowwise_fp8_matmul_runs() is True
+
+
 def test_a_model_width_the_fp8_tensor_cores_cannot_take_is_one_error_line(monkeypatch):
     """torch._scaled_mm takes matrices whose sizes are multiples of 16; 6 heads of 68 passed every other check."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    fake_gpu(monkeypatch, (9, 0))
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(num_heads=6, head_dim=68, model_dim=408), 1)
     assert str(error.value) == ("--model_dim=408 must be a multiple of 16 on the GPU (the FP8 tensor cores' matrix "

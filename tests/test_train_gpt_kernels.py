@@ -835,7 +835,9 @@ def test_fp8_forward_linear_rounds_the_forward_only():
     assert torch.equal(x.grad, x_ref.grad) and torch.equal(w.grad, w_ref.grad) and w.grad.dtype == torch.float32
 
 
-def test_attention_projections_are_fp8_in_training_only():
+def test_only_the_qkv_projection_is_fp8_and_only_in_training(monkeypatch):
+    """--fp8_qkv: one rowwise FP8 product a forward, the QKV projection's (3 x 128 columns); the output projection
+    stays bf16; validation (eval) runs bf16 throughout."""
     args = train_gpt.Hyperparameters(model_dim=DIM, num_heads=2, head_dim=64, train_seq_len=128, val_seq_len=128)
     torch.manual_seed(0)
     attention = train_gpt.CausalSelfAttention(args, train_gpt.Rotary(64, 256))
@@ -843,15 +845,20 @@ def test_attention_projections_are_fp8_in_training_only():
         attention.qkvo_w[3].normal_(std=0.02)
     x = F.rms_norm(torch.randn(1, 256, DIM), (DIM,)).bfloat16()
     mask = train_gpt.dense_mask(torch.zeros(256, dtype=torch.int32), torch.tensor(2))  # one document, 2 blocks
+    products, rowwise_scaled_mm = [], train_gpt.rowwise_scaled_mm
+    monkeypatch.setattr(train_gpt, "rowwise_scaled_mm", lambda a, a_s, b, b_s: products.append(b.shape) or
+                        rowwise_scaled_mm(a, a_s, b, b_s))
     outputs = {}
     for fp8 in (True, False):
-        attention.fp8 = fp8
+        attention.fp8_qkv = fp8
         outputs[fp8] = attention(x, None, torch.tensor([0.5, 0.5]), mask)
+    assert products == [(3 * DIM, DIM)]
     assert not torch.equal(outputs[True], outputs[False])
     assert (outputs[True].float() - outputs[False].float()).norm() / outputs[False].float().norm() < 0.1
-    attention.fp8 = True
+    attention.fp8_qkv = True
     attention.eval()
     assert torch.equal(attention(x, None, torch.tensor([0.5, 0.5]), mask), outputs[False])
+    assert len(products) == 1
 
 
 # ----------------------------------------------------------------------------------------------

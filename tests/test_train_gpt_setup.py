@@ -71,7 +71,7 @@ MLP_COMPILE = """
 import importlib, sys, torch
 script_name, function_name, fc_shape, version = sys.argv[1], sys.argv[2], eval(sys.argv[3]), sys.argv[4]
 script = importlib.import_module(script_name)
-script.trace_mlp_as_one_call()
+script.trace_autograd_functions_as_one_call()
 if version == "edited":  # as if the MLP's source had changed
     torch._inductor.config.unsafe_marked_cacheable_functions[f"{script_name}.{function_name}"] += "edited"
 mlp = getattr(script, function_name)
