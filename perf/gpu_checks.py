@@ -1,7 +1,8 @@
 """Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
 memory of track 2's fused head against torch.compile of the plain one, the time of its Newton-Schulz through the
-symmetric matmul kernel against the plain matmuls, its MLP with the epilogue GEMMs against fp64, and both tracks'
-attention-inputs kernels (QK-norm, rotary, value mix) against torch, timed against inductor's kernels for the same.
+symmetric matmul kernel against the plain matmuls, its MLP with the epilogue GEMMs against fp64, track 1's rowwise FP8
+QKV projection (--fp8_qkv) against its CPU emulation, and both tracks' attention-inputs kernels (QK-norm, rotary,
+value mix) against torch, timed against inductor's kernels for the same.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
 the timings; exits 1 on a failure.
@@ -61,6 +62,7 @@ def main() -> int:
     results += fused_head_ce_checks()
     results += float8_both_ways_checks()
     results += fp8_mlp_checks()
+    results += fp8_qkv_checks()
     results += attention_inputs_checks(tg, "track 1", 49152, 6)
     results += attention_inputs_checks(tm, "track 2", 65536, 8)
     results += medium_head_checks()
@@ -110,6 +112,25 @@ def fp8_mlp_checks() -> list[bool]:
     exact = tg.one_pass_relu_square_is_exact(h.device)
     print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
     return results
+
+
+def fp8_qkv_checks() -> list[bool]:
+    """--fp8_qkv's FP8ForwardLinear at a block's shape: the rowwise GEMM against the CPU emulation of the same float8
+    values and against the exact product; its gradients against bf16 F.linear's (the same ops, so equal)."""
+    gen = torch.Generator("cuda").manual_seed(7)
+    x = F.rms_norm(torch.randn(4096, 768, device="cuda", generator=gen), (768,)).bfloat16().requires_grad_(True)
+    w = (torch.randn(2304, 768, device="cuda", generator=gen) / 768 ** 0.5).requires_grad_(True)
+    out = tg.fp8_forward_linear(x, w)
+    grad = (torch.randn(out.shape, device="cuda", generator=gen) * 1e-3).bfloat16()
+    out.backward(grad)
+    (x_f8, x_s), (w_f8, w_s) = tg.rowwise_float8(x.detach()), tg.rowwise_float8(w.detach())
+    emulated = tg.rowwise_scaled_mm(x_f8.cpu(), x_s.cpu(), w_f8.cpu(), w_s.cpu())
+    x_ref, w_ref = x.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
+    F.linear(x_ref, w_ref.bfloat16()).backward(grad)
+    return [check("FP8ForwardLinear CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2),
+            check("FP8ForwardLinear vs exact", relative_error(out, x.detach().double() @ w.detach().double().T), 8e-2),
+            check("FP8ForwardLinear grad_x vs bf16 F.linear", relative_error(x.grad, x_ref.grad), 1e-6),
+            check("FP8ForwardLinear grad_w vs bf16 F.linear", relative_error(w.grad, w_ref.grad), 1e-6)]
 
 
 def fused_head_ce_checks() -> list[bool]:
