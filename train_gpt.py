@@ -170,8 +170,8 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 # ----------------------------------------------------------------------------------------------
 # FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head off the GPU (on the GPU,
-# the fused head below), and scales from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and
-# gradients (--fp8_amax_row_step)
+# the fused head below), scales from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and
+# gradients (--fp8_amax_row_step), and a scale per row for the QKV projection's forward (--fp8_qkv)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
@@ -1321,9 +1321,10 @@ class CausalSelfAttention(nn.Module):
         B, T = x.shape[:2]
         qkv_w = self.qkvo_w[:3].flatten(0, 1)
         if self.fp8_qkv and self.training:
-            qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w).view(B, T, 3 * self.num_heads, self.head_dim)
+            qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w)
         else:
-            qkv = F.linear(x, qkv_w.type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
+            qkv = F.linear(x, qkv_w.type_as(x))
+        qkv = qkv.view(B, T, 3 * self.num_heads, self.head_dim)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
@@ -1658,6 +1659,17 @@ def check_files(args: Hyperparameters):
                          "warmup when missing)")
 
 
+def rowwise_fp8_matmul_runs() -> bool:
+    """Whether torch multiplies e4m3 matrices with a scale per row on this GPU (torch 2.11 on the H200 does, through
+    cuBLAS; not every GPU and build does), tried on 16 x 16 ones."""
+    ones, scales = torch.ones(16, 16, device="cuda").to(torch.float8_e4m3fn), torch.ones(16, 1, device="cuda")
+    try:
+        rowwise_scaled_mm(ones, scales, ones, scales)
+    except RuntimeError:
+        return False
+    return True
+
+
 def check_machine(args: Hyperparameters, world_size: int):
     """The process count and the device."""
     if world_size < 1 or 8 % world_size != 0:
@@ -1684,17 +1696,6 @@ def check_machine(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and args.model_dim % 16 != 0:
         raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 16 on the GPU (the FP8 tensor cores' "
                          "matrix sizes); change --num_heads or --head_dim")
-
-
-def rowwise_fp8_matmul_runs() -> bool:
-    """Whether torch multiplies e4m3 matrices with a scale per row on this GPU (torch 2.11 on the H200 does, through
-    cuBLAS; not every GPU and build does), tried on 16 x 16 ones."""
-    ones, scales = torch.ones(16, 16, device="cuda").to(torch.float8_e4m3fn), torch.ones(16, 1, device="cuda")
-    try:
-        rowwise_scaled_mm(ones, scales, ones, scales)
-    except RuntimeError:
-        return False
-    return True
 
 
 def check_settings(args: Hyperparameters, world_size: int):
