@@ -1661,8 +1661,10 @@ def check_files(args: Hyperparameters):
 
 def rowwise_fp8_matmul_runs() -> bool:
     """Whether torch multiplies e4m3 matrices with a scale per row on this GPU (torch 2.11 on the H200 does, through
-    cuBLAS; not every GPU and build does), tried on 16 x 16 ones."""
-    ones, scales = torch.ones(16, 16, device="cuda").to(torch.float8_e4m3fn), torch.ones(16, 1, device="cuda")
+    cuBLAS; not every GPU and build does), tried on 16 x 16 ones on the process's own GPU (on GPU 0, every rank
+    would open a context there)."""
+    device = torch.device("cuda", launch_number("LOCAL_RANK", 0))
+    ones, scales = torch.ones(16, 16, device=device).to(torch.float8_e4m3fn), torch.ones(16, 1, device=device)
     try:
         rowwise_scaled_mm(ones, scales, ones, scales)
     except RuntimeError:

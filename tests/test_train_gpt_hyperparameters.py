@@ -325,15 +325,18 @@ def test_a_gpu_without_rowwise_fp8_matmuls_is_one_error_line_unless_the_qkv_proj
     train_gpt.check_settings(Hyperparameters(fp8_qkv=False), 1)
 
 
-def test_the_rowwise_fp8_probe_answers_false_where_the_matmul_raises(monkeypatch):
+def test_the_rowwise_fp8_probe_answers_false_where_the_matmul_raises_and_runs_on_the_ranks_gpu(monkeypatch):
     def refuse(*args, **kwargs):
         raise RuntimeError("rowwise scaling is not supported on this device")
 
+    devices = []
+    monkeypatch.setenv("LOCAL_RANK", "3")
     monkeypatch.setattr(train_gpt, "rowwise_scaled_mm", refuse)
-    monkeypatch.setattr(torch, "ones", lambda *shape, **kwargs: torch.zeros(*shape))  # no CUDA here: CPU stand-ins
+    monkeypatch.setattr(torch, "ones", lambda *shape, device: devices.append(device) or torch.zeros(*shape))  # no GPU
     assert train_gpt.rowwise_fp8_matmul_runs() is False
     monkeypatch.setattr(train_gpt, "rowwise_scaled_mm", lambda *args: None)
     assert train_gpt.rowwise_fp8_matmul_runs() is True
+    assert devices == [torch.device("cuda", 3)] * 4
 
 
 def test_a_model_width_the_fp8_tensor_cores_cannot_take_is_one_error_line(monkeypatch):
