@@ -67,32 +67,36 @@ def test_artifacts_written_by_one_process_make_another_compile_from_cache_hits(t
         assert compile_in_fresh_process(tmp_path, "c", path, "none", script)[-1] == "hits 0"
 
 
-MLP_COMPILE = """
+AUTOGRAD_FUNCTION_COMPILE = """
 import importlib, sys, torch
-script_name, function_name, fc_shape, version = sys.argv[1], sys.argv[2], eval(sys.argv[3]), sys.argv[4]
+script_name, function_name, shapes, extra, x_dtype, version = sys.argv[1], sys.argv[2], eval(sys.argv[3]), \
+    eval(sys.argv[4]), getattr(torch, sys.argv[5]), sys.argv[6]
 script = importlib.import_module(script_name)
 script.trace_autograd_functions_as_one_call()
-if version == "edited":  # as if the MLP's source had changed
+if version == "edited":  # as if the function's source had changed
     torch._inductor.config.unsafe_marked_cacheable_functions[f"{script_name}.{function_name}"] += "edited"
-mlp = getattr(script, function_name)
-extra = (1,) if script_name == "train_gpt" else ()  # track 1's amax row step
-x, fc, proj = (torch.randn(*shape, requires_grad=True) for shape in [(32, 64), fc_shape, (64, 48)])
-f = torch.compile(lambda x, fc, proj: mlp(x, fc, proj, *extra).float().square().sum(), dynamic=False)
-f(x, fc, proj).backward()
+function = getattr(script, function_name)
+inputs = [torch.randn(*shape, dtype=x_dtype if i == 0 else torch.float32, requires_grad=True)
+          for i, shape in enumerate(shapes)]
+f = torch.compile(lambda *inputs: function(*inputs, *extra).float().square().sum(), dynamic=False)
+f(*inputs).backward()
 print(script.compile_cache_lookups())
 """
 
 
-@pytest.mark.parametrize("script, function_name, fc_shape", [
-    ("train_gpt", "fp8_mlp", "(64, 48)"), ("train_gpt_medium", "normed_relu_square_mlp", "(48, 64)")])
-def test_the_mlp_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(tmp_path, script,
-                                                                                          function_name, fc_shape):
-    """Each track's MLP (an autograd.Function) is one call in dynamo's graph, and AOTAutograd's cache keeps the graphs
-    that call it, keyed by the source of what it runs: a second process loads the traced forward and backward instead
-    of tracing them again (a faster warm start), and one whose MLP source differs misses."""
+@pytest.mark.parametrize("script, function_name, shapes, extra, x_dtype", [
+    ("train_gpt", "fp8_mlp", "[(32, 64), (64, 48), (64, 48)]", "(1,)", "float32"),  # track 1's amax row step
+    ("train_gpt", "fp8_forward_linear", "[(32, 64), (48, 64)]", "()", "bfloat16"),  # its backward takes x's dtype
+    ("train_gpt_medium", "normed_relu_square_mlp", "[(32, 64), (48, 64), (64, 48)]", "()", "float32")])
+def test_each_autograd_function_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(
+        tmp_path, script, function_name, shapes, extra, x_dtype):
+    """Each track's autograd.Functions (the MLPs, track 1's FP8 QKV projection) are one call each in dynamo's graph,
+    and AOTAutograd's cache keeps the graphs that call them, keyed by the source of what they run: a second process
+    loads the traced forward and backward instead of tracing them again (a faster warm start), and one whose source
+    differs misses."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
-    runs = [subprocess.run([sys.executable, "-c", MLP_COMPILE, script, function_name, fc_shape, version],
-                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    runs = [subprocess.run([sys.executable, "-c", AUTOGRAD_FUNCTION_COMPILE, script, function_name, shapes, extra,
+                            x_dtype, version], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
             for version in ("same", "same", "edited")]
     assert all(run.returncode == 0 for run in runs), runs[-1].stderr[-3000:]
     first, second, edited = (run.stdout.strip().splitlines()[-1] for run in runs)
