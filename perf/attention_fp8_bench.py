@@ -3,14 +3,14 @@
 script runs them, and on the FP8 tensor cores with the operand layouts they need (both operands K-major), then each
 cast those FP8 GEMMs need (float8 in both layouts, scales from every 16th row as FP8MLP's), compiled as the script's
 graph would compile them. Then a hybrid: the four GEMMs whose sum runs over a width (768 or 2,304), not over the
-tokens, with one scale per row (per token, per output feature: e4m3 both, bf16 out, CUTLASS's rowwise kernel), which a
+tokens, with one scale per row (per token, per output feature: e4m3 both, bf16 out; the script's --fp8_qkv), which a
 kernel can compute from the row it holds; the two weight gradients stay bf16, so nothing needs a transposed float8
 copy. Asked in session 44: the lever's bound is what the FP8 GEMMs save over bf16 with the casts free (fused into
 neighbouring kernels); the unfused version, session 32's branch, gained 0.5% (perf/NOTES.md).
 
 python perf/attention_fp8_bench.py [--tiny]  ->  one line per GEMM (bf16, FP8 and rowwise FP8 microseconds), one per
 cast, then a block's totals and a micro-step's (11 attention blocks) for each way. --tiny: small shapes on the CPU,
-uncompiled, FP8 emulated (the script's scaled_mm, rowwise_mm) and timed by the clock; each FP8 product is checked
+uncompiled, FP8 emulated (the script's scaled_mm, rowwise_scaled_mm) and timed by the clock; each FP8 product is checked
 against its bf16 one (the test runs this).
 """
 import sys
@@ -78,22 +78,6 @@ def fp8_gemms(f8: dict) -> dict:
             "grad_w_o = y.T @ g_o": mm("y", transposed, "g_o", transposed, torch.float32, False)}
 
 
-def rowwise_cast(t: torch.Tensor) -> tuple:
-    """t in e4m3 with one scale per row (the row's largest magnitude to e4m3's largest value), and the scales
-    (rows x 1)."""
-    scale = t.detach().abs().amax(dim=1, keepdim=True).float().clamp_min(1e-30) / torch.finfo(E4M3).max
-    return train_gpt.to_float8(t, scale, E4M3), scale
-
-
-def rowwise_mm(a: torch.Tensor, a_scale: torch.Tensor, b_stored: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
-    """(a * a_scale) @ (b_stored * b_scale).T in bf16 for e4m3 a (rows scaled) and b_stored (its rows, the product's
-    columns, scaled): torch's rowwise _scaled_mm on the GPU, the same float8 values in fp32 elsewhere."""
-    if a.is_cuda:
-        return torch._scaled_mm(a, b_stored.T, scale_a=a_scale, scale_b=b_scale.T, out_dtype=torch.bfloat16,
-                                use_fast_accum=True)
-    return ((a.float() * a_scale) @ (b_stored.float() * b_scale).T).bfloat16()
-
-
 # the rowwise GEMMs' operands: the first operand's rows are tokens; the second is stored with the product's columns as
 # rows, so the GEMMs that multiply by a weight's transpose (grad_x, out) take a transposed copy of it
 ROWWISE_SOURCES = dict(x="x", y="y", g_qkv="g_qkv", g_o="g_o", w_qkv="w_qkv", w_qkv_t="w_qkv.T", w_o="w_o",
@@ -103,7 +87,7 @@ ROWWISE_SOURCES = dict(x="x", y="y", g_qkv="g_qkv", g_o="g_o", w_qkv="w_qkv", w_
 def rowwise_gemms(rw: dict) -> dict:
     """The four GEMMs whose sum runs over a width, from rw[name] = (e4m3 rows, their scales)."""
     def mm(a_name, b_name):
-        return lambda: rowwise_mm(*rw[a_name], *rw[b_name])
+        return lambda: train_gpt.rowwise_scaled_mm(*rw[a_name], *rw[b_name])
 
     return {"qkv = x @ w_qkv.T": mm("x", "w_qkv"), "grad_x = g_qkv @ w_qkv": mm("g_qkv", "w_qkv_t"),
             "out = y @ w_o": mm("y", "w_o_t"), "grad_y = g_o @ w_o.T": mm("g_o", "w_o")}
@@ -137,7 +121,7 @@ def tensorwise(t: dict, tiny: bool) -> tuple[float, float, float]:
 
 def rowwise(t: dict, tiny: bool) -> tuple[float, float]:
     """The four width-sum GEMMs in bf16 and rowwise FP8, then their casts: (saved us, casts us) for a block."""
-    cast = rowwise_cast if tiny else torch.compile(rowwise_cast, dynamic=False)
+    cast = train_gpt.rowwise_float8 if tiny else torch.compile(train_gpt.rowwise_float8, dynamic=False)
     sources = {name: t[source.removesuffix(".T")].T.contiguous() if source.endswith(".T") else t[source]
                for name, source in ROWWISE_SOURCES.items()}
     rw = {name: cast(source) for name, source in sources.items()}

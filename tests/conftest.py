@@ -12,6 +12,8 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -101,9 +103,6 @@ def run_gpu_compiler(repo_root):
     subprocess without TRITON_INTERPRET (it needs Triton's GPU compiler, not the interpreter the other tests import
     the scripts under). Returns the completed process; a ptxas that refuses the PTX (a newer Triton's) skips the test
     with its last line."""
-    import subprocess
-    import sys
-
     def run(script: str, *args: str, timeout: int = 300) -> "subprocess.CompletedProcess[str]":
         env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
         result = subprocess.run([sys.executable, script, *args], cwd=repo_root, env=env, capture_output=True,
