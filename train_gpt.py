@@ -78,8 +78,8 @@ class Hyperparameters:
                             "scales from each tensor's maximum")
     fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
                                      "maximum, with 2x headroom (1 = every row, no headroom)")
-    fp8_qkv: bool = setting(True, "the attention's QKV projection's forward on the FP8 tensor cores in training (e4m3, "
-                            "a scale per token and per output feature); its backward in bf16")
+    fp8_qkv: bool = setting(True, "the attention's QKV projection on the FP8 tensor cores in training (e4m3, a scale "
+                            "per token and per output feature): its forward and input gradient; the weight's in bf16")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
@@ -171,7 +171,8 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 # ----------------------------------------------------------------------------------------------
 # FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head off the GPU (on the GPU,
 # the fused head below), scales from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and
-# gradients (--fp8_amax_row_step), and a scale per row for the QKV projection's forward (--fp8_qkv)
+# gradients (--fp8_amax_row_step), and the rowwise GEMM that the QKV projection takes (--fp8_qkv, with the attention
+# inputs' kernels below)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
@@ -471,43 +472,6 @@ def rowwise_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor) ->
     return ((a.float() * a_scale) @ (b.float() * b_scale).T).bfloat16()
 
 
-class FP8ForwardLinear(torch.autograd.Function):
-    """x @ w.T (x: tokens x in, w: out x in, both contiguous) with the forward on the FP8 tensor cores, a scale per
-    token and per output feature (rowwise scaling, as torchao's float8 recipes, 2024: every scale from its own row, so
-    no pass over the whole tensor first), and the backward in bf16 from the saved x and w, exactly as
-    F.linear(x, w.bfloat16()) runs it (--fp8_qkv)."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
-        ctx.save_for_backward(x, w)
-        return rowwise_scaled_mm(*rowwise_float8(x), *rowwise_float8(w))
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
-        x, w = ctx.saved_tensors
-        return grad @ w.type_as(grad), (grad.T @ x).type_as(w)
-
-
-def fp8_forward_linear(x: Tensor, w: Tensor) -> Tensor:
-    return FP8ForwardLinear.apply(x, w)
-
-
-def trace_autograd_functions_as_one_call():
-    """Before torch.compile: fp8_mlp and fp8_forward_linear become one call each in dynamo's graph, and AOTAutograd
-    traces FP8MLP and FP8ForwardLinear into the compiled graphs as before (the same ops). Dynamo traced an
-    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
-    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
-    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
-    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
-    FP8ForwardLinear misses instead of reusing old graphs."""
-    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad)),
-                            (fp8_forward_linear, (FP8ForwardLinear, rowwise_float8, rowwise_scaled_mm, to_float8))]:
-        torch._dynamo.allow_in_graph(function)
-        source = "".join(inspect.getsource(part) for part in (function, *parts))
-        name = f"{function.__module__}.{function.__name__}"
-        torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
-
-
 # ----------------------------------------------------------------------------------------------
 # Fused head: the training loss is the graph's end, so the FP8 head computes its gradients in the forward; a
 # Triton kernel takes each row of bf16 logits to its loss and its float8 gradient (no fp32 logits, no saved
@@ -686,25 +650,29 @@ def norm_rotate_rows(qkv_ptr, out_ptr, src, dst, mask, cos, sin, eps, HALF: tl.c
 
 
 @triton.jit
-def norm_rotate_rows_backward(qkv_ptr, grad_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps,
-                              HALF: tl.constexpr):
-    """norm_rotate_rows' gradient: rotated back, then through the norm, into qkv's rows."""
+def norm_rotate_rows_backward(qkv_ptr, grad_ptr, src, grad_at, mask, cos, sin, eps, HALF: tl.constexpr):
+    """norm_rotate_rows' gradient: rotated back, then through the norm; the gradient of qkv's rows, in fp32."""
     y1, y2, scale = normed_halves(qkv_ptr, src, mask, eps, HALF)
     g1, g2 = load_halves(grad_ptr, grad_at, mask, HALF)
-    g1, g2 = norm_backward(y1, y2, scale, g1 * cos - g2 * sin, g1 * sin + g2 * cos, HALF)
-    store_halves(grad_qkv_ptr, src, mask, g1, g2, HALF)
+    return norm_backward(y1, y2, scale, g1 * cos - g2 * sin, g1 * sin + g2 * cos, HALF)
+
+
+@triton.jit
+def row_offsets(token, head, heads, HALF: tl.constexpr):
+    """(token, head) rows: q's offsets in qkv (tokens x 3 heads x head_dim; k's are heads rows later, v's twice that),
+    the offsets in a tokens x heads x head_dim tensor, and in the tokens x head_dim / 2 tables."""
+    c = tl.arange(0, HALF)[None, :]
+    row = token.to(tl.int64) * heads + head
+    src = (row + token.to(tl.int64) * 2 * heads)[:, None] * (2 * HALF) + c
+    return src, row[:, None] * (2 * HALF) + c, token.to(tl.int64)[:, None] * HALF + c
 
 
 @triton.jit
 def row_addresses(rows, heads, BLOCK_ROWS: tl.constexpr, HALF: tl.constexpr):
-    """A block of (token, head) rows: q's offsets in qkv (tokens x 3 heads x head_dim; k's are heads rows later, v's
-    twice that), the offsets in a tokens x heads x head_dim tensor, in the tokens x head_dim / 2 tables, the mask."""
+    """A block of BLOCK_ROWS (token, head) rows in order: row_offsets and the mask."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    c = tl.arange(0, HALF)[None, :]
-    token, head = r // heads, r % heads
-    src = (token * 3 * heads + head).to(tl.int64)[:, None] * (2 * HALF) + c
-    dst = r.to(tl.int64)[:, None] * (2 * HALF) + c
-    return src, dst, token.to(tl.int64)[:, None] * HALF + c, (r < rows)[:, None]
+    src, dst, table = row_offsets(r // heads, r % heads, heads, HALF)
+    return src, dst, table, (r < rows)[:, None]
 
 
 # lambdas: a block's two scalars, at an offset into their parameter that differs by block: not specialised on their
@@ -724,25 +692,52 @@ def attention_inputs_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, q_pt
     store_halves(v_ptr, dst, mask, v1, v2, HALF)
 
 
+@triton.jit
+def rounded_halves(ptr, first, second):
+    """Two halves rounded to ptr's dtype (the values a store there keeps), in fp32."""
+    return first.to(ptr.dtype.element_ty).to(tl.float32), second.to(ptr.dtype.element_ty).to(tl.float32)
+
+
+@triton.jit
+def halves_amax(first, second):
+    return tl.max(tl.maximum(tl.abs(first), tl.abs(second)), 1)
+
+
+@triton.jit
+def store_float8_halves(ptr, at, mask, first, second, inverse_scale, HALF: tl.constexpr):
+    """first and second times inverse_scale in ptr's float8 format, saturated at its largest value (as to_float8,
+    which divides by the scale: a product takes an FMA unit, a division the special-function unit)."""
+    limit: tl.constexpr = 448.0
+    store_halves(ptr, at, mask, tl.clamp(first * inverse_scale, -limit, limit),
+                 tl.clamp(second * inverse_scale, -limit, limit), HALF)
+
+
 @triton.jit(do_not_specialize_on_alignment=["lambdas_ptr"])
 def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, grad_q_ptr, grad_k_ptr,
-                                     grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, rows, heads, eps,
-                                     grad_token_stride, grad_head_stride, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                                     HAS_VE: tl.constexpr):
-    """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'. The
-    incoming gradients may have any token and head strides (FlexAttention's backward picks their layout)."""
-    src, dst, table, mask = row_addresses(rows, heads, BLOCK_ROWS, HALF)
-    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    at = (r // heads).to(tl.int64) * grad_token_stride + (r % heads).to(tl.int64) * grad_head_stride
+                                     grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, grad_f8_ptr,
+                                     grad_scale_ptr, tokens, heads, eps, grad_token_stride, grad_head_stride,
+                                     HALF: tl.constexpr, BLOCK_TOKENS: tl.constexpr, HEADS_BLOCK: tl.constexpr,
+                                     HAS_VE: tl.constexpr, ROWWISE_FP8: tl.constexpr):
+    """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'. A
+    program takes whole tokens (BLOCK_TOKENS x HEADS_BLOCK rows, heads padded to a power of two), so that with
+    ROWWISE_FP8 it also writes qkv's gradient in e4m3 with one scale per token (as rowwise_float8 makes from the bf16
+    gradient) for the QKV projection's FP8 grad_x. The incoming gradients may have any token and head strides
+    (FlexAttention's backward picks their layout)."""
+    r = tl.arange(0, BLOCK_TOKENS * HEADS_BLOCK)
+    token, head = tl.program_id(0) * BLOCK_TOKENS + r // HEADS_BLOCK, r % HEADS_BLOCK
+    src, dst, table = row_offsets(token, head, heads, HALF)
+    mask = ((token < tokens) & (head < heads))[:, None]
+    at = token.to(tl.int64) * grad_token_stride + head.to(tl.int64) * grad_head_stride
     grad_at = at[:, None] + tl.arange(0, HALF)[None, :]
     cos, sin = tl.load(cos_ptr + table, mask=mask, other=0.0), tl.load(sin_ptr + table, mask=mask, other=0.0)
-    norm_rotate_rows_backward(qkv_ptr, grad_q_ptr, grad_qkv_ptr, src, grad_at, mask, cos, sin, eps, HALF)
-    norm_rotate_rows_backward(qkv_ptr, grad_k_ptr, grad_qkv_ptr, src + heads * 2 * HALF, grad_at, mask, cos, sin,
-                              eps, HALF)
+    q1, q2 = norm_rotate_rows_backward(qkv_ptr, grad_q_ptr, src, grad_at, mask, cos, sin, eps, HALF)
+    k1, k2 = norm_rotate_rows_backward(qkv_ptr, grad_k_ptr, src + heads * 2 * HALF, grad_at, mask, cos, sin, eps, HALF)
     g1, g2 = load_halves(grad_v_ptr, grad_at, mask, HALF)
     v1, v2 = load_halves(qkv_ptr, src + heads * 4 * HALF, mask, HALF)
-    store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, g1 * tl.load(lambdas_ptr), g2 * tl.load(lambdas_ptr),
-                 HALF)
+    gv1, gv2 = g1 * tl.load(lambdas_ptr), g2 * tl.load(lambdas_ptr)
+    store_halves(grad_qkv_ptr, src, mask, q1, q2, HALF)
+    store_halves(grad_qkv_ptr, src + heads * 2 * HALF, mask, k1, k2, HALF)
+    store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, gv1, gv2, HALF)
     tl.store(lambda_sums_ptr + 2 * tl.program_id(0), tl.sum(tl.sum(g1 * v1 + g2 * v2, 1), 0))
     if HAS_VE:
         e1, e2 = load_halves(ve_ptr, dst, mask, HALF)
@@ -750,6 +745,19 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
         tl.store(lambda_sums_ptr + 2 * tl.program_id(0) + 1, tl.sum(tl.sum(g1 * e1 + g2 * e2, 1), 0))
     else:
         tl.store(lambda_sums_ptr + 2 * tl.program_id(0) + 1, 0.0)
+    if ROWWISE_FP8:
+        q1, q2 = rounded_halves(grad_qkv_ptr, q1, q2)
+        k1, k2 = rounded_halves(grad_qkv_ptr, k1, k2)
+        gv1, gv2 = rounded_halves(grad_qkv_ptr, gv1, gv2)
+        row_amax = tl.maximum(tl.maximum(halves_amax(q1, q2), halves_amax(k1, k2)), halves_amax(gv1, gv2))
+        token_scale = tl.maximum(tl.max(tl.reshape(row_amax, (BLOCK_TOKENS, HEADS_BLOCK)), 1), 1e-30) / 448.0
+        tokens_here = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
+        tl.store(grad_scale_ptr + tokens_here, token_scale, mask=tokens_here < tokens)
+        inverse = tl.reshape(tl.broadcast_to(1.0 / token_scale[:, None], (BLOCK_TOKENS, HEADS_BLOCK)),
+                             (BLOCK_TOKENS * HEADS_BLOCK,))[:, None]
+        store_float8_halves(grad_f8_ptr, src, mask, q1, q2, inverse, HALF)
+        store_float8_halves(grad_f8_ptr, src + heads * 2 * HALF, mask, k1, k2, inverse, HALF)
+        store_float8_halves(grad_f8_ptr, src + heads * 4 * HALF, mask, gv1, gv2, inverse, HALF)
 
 
 ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
@@ -784,22 +792,31 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
 
 
 def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
-                                     lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH):
-    """The gradients of qkv, of the two lambdas and of the value embedding (None without one)."""
+                                     lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH,
+                                     rowwise_fp8: bool = False):
+    """The gradients of qkv, of the two lambdas and of the value embedding (None without one), and with rowwise_fp8
+    qkv's gradient as rowwise_float8 of it (tokens x 3 heads head_dim, e4m3; the scales tokens x 1), else None."""
     grad_q, grad_k, grad_v = (g.reshape(-1, *g.shape[-2:]) for g in grads)  # tokens x heads x head_dim views
     if len({g.stride() for g in (grad_q, grad_k, grad_v)}) > 1 or grad_q.stride(-1) != 1:
         grad_q, grad_k, grad_v = (g.contiguous() for g in (grad_q, grad_k, grad_v))
     qkv, ve = qkv.contiguous(), ve.contiguous() if ve is not None else None
     heads, head_dim = qkv.size(-2) // 3, qkv.size(-1)
-    rows, (block_rows, num_warps) = qkv.numel() // (3 * head_dim), launch
-    blocks = triton.cdiv(rows, block_rows)
+    tokens, (block_rows, num_warps) = qkv.numel() // (3 * heads * head_dim), launch
+    heads_block = triton.next_power_of_2(heads)
+    block_tokens = max(1, block_rows // heads_block)
+    blocks = triton.cdiv(tokens, block_tokens)
     grad_qkv, lambda_sums = torch.empty_like(qkv), qkv.new_empty(blocks, 2, dtype=torch.float32)
     grad_ve = torch.empty_like(ve) if ve is not None else None
+    grad_f8 = qkv.new_empty(tokens, 3 * heads * head_dim, dtype=torch.float8_e4m3fn) if rowwise_fp8 else None
+    grad_scale = qkv.new_empty(tokens, 1, dtype=torch.float32) if rowwise_fp8 else None
     attention_inputs_backward_kernel[(blocks,)](
         qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
-        grad_ve if ve is not None else grad_qkv, lambda_sums, rows, heads, RMS_EPS, grad_q.stride(0),
-        grad_q.stride(1), HALF=head_dim // 2, BLOCK_ROWS=block_rows, HAS_VE=ve is not None, num_warps=num_warps)
-    return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve
+        grad_ve if ve is not None else grad_qkv, lambda_sums, grad_f8 if rowwise_fp8 else qkv,
+        grad_scale if rowwise_fp8 else lambda_sums, tokens, heads, RMS_EPS, grad_q.stride(0), grad_q.stride(1),
+        HALF=head_dim // 2, BLOCK_TOKENS=block_tokens, HEADS_BLOCK=heads_block, HAS_VE=ve is not None,
+        ROWWISE_FP8=rowwise_fp8, num_warps=num_warps)
+    rowwise = (grad_f8, grad_scale) if rowwise_fp8 else None
+    return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve, rowwise
 
 
 def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
@@ -816,7 +833,7 @@ def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tenso
 
 
 def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
-                                    lambdas: Tensor, ve: Tensor | None):
+                                    lambdas: Tensor, ve: Tensor | None, rowwise_fp8: bool = False):
     """attention_inputs_backward_triton's formulas in torch ops, in fp32 (a custom op's own code runs without
     autograd, so the CPU path cannot ask autograd for them)."""
     grad_q, grad_k, grad_v = (g.float() for g in grads)
@@ -827,7 +844,9 @@ def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: T
     ve_sum = (grad_v * ve.float()).sum() if ve is not None else grad_v.new_zeros(())
     grad_lambdas = torch.stack([(grad_v * v).sum(), ve_sum]).to(lambdas.dtype)
     grad_ve = (lambdas[1] * grad_v).to(ve.dtype) if ve is not None else None
-    return grad_qkv.to(qkv.dtype), grad_lambdas, grad_ve
+    grad_qkv = grad_qkv.to(qkv.dtype)
+    rowwise = rowwise_float8(grad_qkv.flatten(-2).flatten(0, -2)) if rowwise_fp8 else None
+    return grad_qkv, grad_lambdas, grad_ve, rowwise
 
 
 def attention_kernel_fits(head_dim: int) -> bool:
@@ -858,17 +877,25 @@ def _(qkv, cos, sin, lambdas, ve):
 
 @torch.library.custom_op("nanogpt::attention_inputs_backward", mutates_args=())
 def attention_inputs_backward(grad_q: Tensor, grad_k: Tensor, grad_v: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor,
-                              lambdas: Tensor, ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-    """The gradients of qkv, lambdas and ve (empty without one): the kernel on the GPU, torch elsewhere."""
+                              lambdas: Tensor, ve: Tensor | None,
+                              rowwise_fp8: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The gradients of qkv, lambdas and ve (empty without one), and with rowwise_fp8 qkv's gradient in rowwise e4m3
+    and its scales (both empty without): the kernel on the GPU, torch elsewhere."""
     backward = attention_inputs_backward_triton if takes_attention_kernel(qkv) else attention_inputs_backward_torch
-    grad_qkv, grad_lambdas, grad_ve = backward((grad_q, grad_k, grad_v), qkv, cos, sin, lambdas, ve)
-    return grad_qkv, grad_lambdas, grad_ve if grad_ve is not None else qkv.new_empty(0)
+    grad_qkv, grad_lambdas, grad_ve, rowwise = backward((grad_q, grad_k, grad_v), qkv, cos, sin, lambdas, ve,
+                                                        rowwise_fp8=rowwise_fp8)
+    grad_f8, grad_scale = rowwise if rowwise is not None else (qkv.new_empty(0), qkv.new_empty(0))
+    return grad_qkv, grad_lambdas, grad_ve if grad_ve is not None else qkv.new_empty(0), grad_f8, grad_scale
 
 
 @attention_inputs_backward.register_fake
-def _(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve):
+def _(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=False):
     grad_ve = torch.empty_like(ve) if ve is not None else qkv.new_empty(0)
-    return torch.empty_like(qkv), torch.empty_like(lambdas), grad_ve
+    width = qkv.size(-2) * qkv.size(-1)
+    tokens = qkv.numel() // width
+    grad_f8 = qkv.new_empty(tokens, width, dtype=torch.float8_e4m3fn) if rowwise_fp8 else qkv.new_empty(0)
+    grad_scale = qkv.new_empty(tokens, 1, dtype=torch.float32) if rowwise_fp8 else qkv.new_empty(0)
+    return torch.empty_like(qkv), torch.empty_like(lambdas), grad_ve, grad_f8, grad_scale
 
 
 def _attention_inputs_setup_context(ctx, inputs, output):
@@ -878,11 +905,58 @@ def _attention_inputs_setup_context(ctx, inputs, output):
 
 def _attention_inputs_grad(ctx, grad_q, grad_k, grad_v):
     qkv, cos, sin, lambdas, ve = ctx.saved_tensors
-    grad_qkv, grad_lambdas, grad_ve = attention_inputs_backward(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve)
+    grad_qkv, grad_lambdas, grad_ve, _, _ = attention_inputs_backward(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas,
+                                                                       ve)
     return grad_qkv, None, None, grad_lambdas, grad_ve if ve is not None else None
 
 
 attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attention_inputs_setup_context)
+
+
+class FP8AttentionInputs(torch.autograd.Function):
+    """attention_inputs(x @ w.T) (x: batch x tokens x dim, w: 3 heads head_dim x dim) with the QKV projection on the
+    FP8 tensor cores in e4m3 with a scale per row (rowwise scaling, torchao's float8 recipes 2024: each scale from its
+    own row, which the kernel that makes the row can take): the forward from x and w (the norm before it computes x's
+    scales), grad_x from qkv's gradient that attention_inputs_backward's kernel also writes in e4m3, with a scale per
+    token. The weight's gradient, a sum over the tokens, stays bf16 as F.linear's (--fp8_qkv)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
+                head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+        qkv = rowwise_scaled_mm(*rowwise_float8(x.flatten(0, 1)), *rowwise_float8(w))
+        qkv = qkv.view(*x.shape[:2], -1, head_dim)
+        ctx.save_for_backward(x, w, qkv, cos, sin, lambdas, ve)
+        return attention_inputs(qkv, cos, sin, lambdas, ve)
+
+    @staticmethod
+    def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):
+        x, w, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
+        grad_qkv, grad_lambdas, grad_ve, grad_f8, grad_scale = attention_inputs_backward(
+            grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=True)
+        grad_x = rowwise_scaled_mm(grad_f8, grad_scale, *rowwise_float8(w.T.contiguous())).view_as(x)
+        grad_w = (grad_qkv.flatten(-2).flatten(0, 1).T @ x.flatten(0, 1)).type_as(w)
+        return grad_x, grad_w, None, None, grad_lambdas, grad_ve if ve is not None else None, None
+
+
+def fp8_attention_inputs(x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
+                         head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+    return FP8AttentionInputs.apply(x, w, cos, sin, lambdas, ve, head_dim)
+
+
+def trace_autograd_functions_as_one_call():
+    """Before torch.compile: fp8_mlp and fp8_attention_inputs become one call each in dynamo's graph, and AOTAutograd
+    traces FP8MLP and FP8AttentionInputs into the compiled graphs as before (the same ops). Dynamo traced an
+    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
+    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
+    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
+    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
+    FP8AttentionInputs misses instead of reusing old graphs."""
+    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad)),
+                            (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8))]:
+        torch._dynamo.allow_in_graph(function)
+        source = "".join(inspect.getsource(part) for part in (function, *parts))
+        name = f"{function.__module__}.{function.__name__}"
+        torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1320,13 +1394,12 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
         B, T = x.shape[:2]
         qkv_w = self.qkvo_w[:3].flatten(0, 1)
-        if self.fp8_qkv and self.training:
-            qkv = fp8_forward_linear(x.flatten(0, 1), qkv_w)
-        else:
-            qkv = F.linear(x, qkv_w.type_as(x))
-        qkv = qkv.view(B, T, 3 * self.num_heads, self.head_dim)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
-        q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
+        if self.fp8_qkv and self.training:
+            q, k, v = fp8_attention_inputs(x, qkv_w, *self.rotary.tables(T), lambdas, value_embed, self.head_dim)
+        else:
+            qkv = F.linear(x, qkv_w.type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
+            q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
         # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
         y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
@@ -1693,8 +1766,8 @@ def check_machine(args: Hyperparameters, world_size: int):
                          f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
                          "which is bf16")
     if args.device == "cuda" and args.fp8_qkv and not rowwise_fp8_matmul_runs():
-        raise SetupError("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV projection's "
-                         "forward uses; pass --fp8_qkv=false")
+        raise SetupError("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV projection "
+                         "uses; pass --fp8_qkv=false")
     if args.device == "cuda" and args.model_dim % 16 != 0:
         raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 16 on the GPU (the FP8 tensor cores' "
                          "matrix sizes); change --num_heads or --head_dim")
@@ -1954,7 +2027,8 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
         grads = tuple(torch.zeros(heads_shape, **bf16) for _ in range(3))
         for ve in (None, value_embed):
             launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
-                         functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve)]
+                         functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
+                                           rowwise_fp8=args.fp8_qkv)]
     return launches
 
 

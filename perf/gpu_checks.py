@@ -1,8 +1,8 @@
 """Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
 memory of track 2's fused head against torch.compile of the plain one, the time of its Newton-Schulz through the
 symmetric matmul kernel against the plain matmuls, its MLP with the epilogue GEMMs against fp64, track 1's rowwise FP8
-QKV projection (--fp8_qkv) against its CPU emulation, and both tracks' attention-inputs kernels (QK-norm, rotary,
-value mix) against torch, timed against inductor's kernels for the same.
+QKV projection (--fp8_qkv: forward and input gradient) against its CPU emulation, and both tracks' attention-inputs
+kernels (QK-norm, rotary, value mix) against torch, timed against inductor's kernels for the same.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
 the timings; exits 1 on a failure.
@@ -115,22 +115,46 @@ def fp8_mlp_checks() -> list[bool]:
 
 
 def fp8_qkv_checks() -> list[bool]:
-    """--fp8_qkv's FP8ForwardLinear at a block's shape: the rowwise GEMM against the CPU emulation of the same float8
-    values and against the exact product; its gradients against bf16 F.linear's (the same ops, so equal)."""
+    """--fp8_qkv's FP8AttentionInputs at a block's shape (4,096 tokens, 6 heads of 128): q, k, v against
+    attention_inputs of the CPU emulation of the same rowwise product; x's gradient against the exact one and against
+    the CPU emulation of the rowwise product of the kernel's e4m3 gradient, whose bytes and scales are checked against
+    rowwise_float8 of the kernel's bf16 gradient; w's gradient against bf16 F.linear's (the same ops, so equal)."""
     gen = torch.Generator("cuda").manual_seed(7)
-    x = F.rms_norm(torch.randn(4096, 768, device="cuda", generator=gen), (768,)).bfloat16().requires_grad_(True)
-    w = (torch.randn(2304, 768, device="cuda", generator=gen) / 768 ** 0.5).requires_grad_(True)
-    out = tg.fp8_forward_linear(x, w)
-    grad = (torch.randn(out.shape, device="cuda", generator=gen) * 1e-3).bfloat16()
-    out.backward(grad)
-    (x_f8, x_s), (w_f8, w_s) = tg.rowwise_float8(x.detach()), tg.rowwise_float8(w.detach())
-    emulated = tg.rowwise_scaled_mm(x_f8.cpu(), x_s.cpu(), w_f8.cpu(), w_s.cpu())
-    x_ref, w_ref = x.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
-    F.linear(x_ref, w_ref.bfloat16()).backward(grad)
-    return [check("FP8ForwardLinear CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2),
-            check("FP8ForwardLinear vs exact", relative_error(out, x.detach().double() @ w.detach().double().T), 8e-2),
-            check("FP8ForwardLinear grad_x vs bf16 F.linear", relative_error(x.grad, x_ref.grad), 1e-6),
-            check("FP8ForwardLinear grad_w vs bf16 F.linear", relative_error(w.grad, w_ref.grad), 1e-6)]
+    tokens, heads, head_dim = 4096, 6, 128
+    x = F.rms_norm(torch.randn(1, tokens, 768, device="cuda", generator=gen), (768,)).bfloat16().requires_grad_(True)
+    w = (torch.randn(3 * heads * head_dim, 768, device="cuda", generator=gen) / 768 ** 0.5).requires_grad_(True)
+    cos, sin = (t.cuda() for t in tg.Rotary(head_dim, tokens).tables(tokens))
+    lambdas = torch.tensor([0.7, -0.4], device="cuda")
+    ve = torch.randn(1, tokens, heads, head_dim, device="cuda", generator=gen).bfloat16()
+    grads = tuple((torch.randn(ve.shape, device="cuda", generator=gen) * 1e-3).bfloat16() for _ in range(3))
+    outputs = tg.fp8_attention_inputs(x, w, cos, sin, lambdas, ve, head_dim)
+    torch.autograd.backward(outputs, grads)
+    (x_f8, x_s), (w_f8, w_s) = tg.rowwise_float8(x.detach().flatten(0, 1)), tg.rowwise_float8(w.detach())
+    qkv = tg.rowwise_scaled_mm(x_f8.cpu(), x_s.cpu(), w_f8.cpu(), w_s.cpu()).view(1, tokens, 3 * heads, head_dim)
+    emulated = tg.attention_inputs(qkv, cos.cpu(), sin.cpu(), lambdas.cpu(), ve.cpu())
+    qkv = qkv.cuda().requires_grad_(True)
+    reference = tg.attention_inputs(qkv, cos, sin, lambdas, ve)
+    torch.autograd.backward(reference, grads)
+    grad_qkv, _, _, (grad_f8, grad_scale) = tg.attention_inputs_backward_triton(grads, qkv.detach(), cos, sin, lambdas,
+                                                                                ve, rowwise_fp8=True)
+    expected_f8, expected_scale = tg.rowwise_float8(grad_qkv.flatten(-2).flatten(0, 1))
+    steps = (grad_f8.view(torch.uint8).int() - expected_f8.view(torch.uint8).int()).abs()
+    wt_f8, wt_s = tg.rowwise_float8(w.detach().T.contiguous())
+    grad_x_emulated = tg.rowwise_scaled_mm(grad_f8.cpu(), grad_scale.cpu(), wt_f8.cpu(), wt_s.cpu())
+    grad_x_exact = qkv.grad.flatten(-2).flatten(0, 1).double() @ w.detach().double()
+    grad_w_bf16 = qkv.grad.flatten(-2).flatten(0, 1).T @ x.detach().flatten(0, 1)
+    print(f"FP8AttentionInputs: rowwise e4m3 gradient entries one step off rowwise_float8's: "
+          f"{(steps == 1).float().mean().item():.2e}, more: {(steps > 1).sum().item()}")
+    return [*(check(f"FP8AttentionInputs {name} CUDA vs CPU emulation", relative_error(ours.cpu(), theirs), 1e-2)
+              for name, ours, theirs in zip("qkv", outputs, emulated)),
+            check("FP8AttentionInputs e4m3 gradient scales vs rowwise_float8", relative_error(grad_scale,
+                                                                                              expected_scale), 1e-6),
+            check("FP8AttentionInputs e4m3 gradient vs rowwise_float8 (entries more than one step off)",
+                  (steps > 1).float().mean().item(), 1e-6),
+            check("FP8AttentionInputs grad_x CUDA vs CPU emulation", relative_error(x.grad.flatten(0, 1).cpu(),
+                                                                                     grad_x_emulated), 1e-2),
+            check("FP8AttentionInputs grad_x vs exact", relative_error(x.grad.flatten(0, 1), grad_x_exact), 8e-2),
+            check("FP8AttentionInputs grad_w vs bf16 F.linear", relative_error(w.grad, grad_w_bf16.float()), 1e-6)]
 
 
 def fused_head_ce_checks() -> list[bool]:
@@ -205,7 +229,8 @@ def float8_both_ways_checks() -> list[bool]:
 def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_dim: int = 128) -> list[bool]:
     """A track's attention inputs (QK-norm, rotary, value mix: one kernel each way) against its torch path in fp32 at
     the proxy step's shape, and the kernels' forward + backward time at five launches against inductor's kernels for
-    the torch path."""
+    the torch path; for track 1 also its backward alone at each launch, without and with the rowwise e4m3 gradient
+    (--fp8_qkv's)."""
     cos, sin = (t.cuda() for t in script.Rotary(head_dim, tokens).tables(tokens))
     qkv = torch.randn(1, tokens, 3 * heads, head_dim, device="cuda", dtype=torch.bfloat16)
     ve = torch.randn(1, tokens, heads, head_dim, device="cuda", dtype=torch.bfloat16)
@@ -215,7 +240,7 @@ def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_di
     reference = script.attention_inputs_torch(exact[0], cos, sin, exact[1], exact[2])
     expected = torch.autograd.grad(reference, exact, [g.float() for g in grads])
     outputs = script.attention_inputs_triton(qkv, cos, sin, lambdas, ve)
-    gradients = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    gradients = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)[:3]
     results = [check(f"{track} attention inputs {name} vs torch", relative_error(ours, theirs), 1e-2)
                for name, ours, theirs in zip(("q", "k", "v"), outputs, reference)]
     results += [check(f"{track} attention inputs gradient of {name} vs torch", relative_error(ours, theirs), 1e-2)
@@ -233,6 +258,12 @@ def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_di
         ms = do_bench(lambda: (script.attention_inputs_triton(qkv, cos, sin, lambdas, ve, launch),
                                script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)))
         print(f"time {track} attention inputs forward + backward, {shape}, kernels {launch}: {ms:.3f} ms")
+        if script is tg:
+            alone = [1000 * do_bench(lambda: tg.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve,
+                                                                                 launch, rowwise_fp8=rowwise))
+                     for rowwise in (False, True)]
+            print(f"time {track} attention inputs backward alone, {shape}, kernel {launch}: {alone[0]:.1f} us, "
+                  f"with the rowwise e4m3 gradient {alone[1]:.1f} us")
     return results
 
 

@@ -42,9 +42,13 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "sin_ptr": "*fp32", "lambdas_ptr": "*fp32", "ve_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16",
              "v_ptr": "*bf16", "grad_q_ptr": "*bf16", "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16",
              "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16", "lambda_sums_ptr": "*fp32", "eps": "fp32",
-             "diagonal": "fp32"}
+             "diagonal": "fp32", "grad_f8_ptr": "*fp8e4nv", "grad_scale_ptr": "*fp32"}
 FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
 ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
+# track 1's backward: whole tokens a program (2 x 6 heads padded to 8, the same 16 rows), without the rowwise e4m3
+# gradient and with it (--fp8_qkv, training's)
+TOKENS_BACKWARD = [(dict(HALF=64, BLOCK_TOKENS=2, HEADS_BLOCK=8, HAS_VE=True, ROWWISE_FP8=fp8), 4)
+                   for fp8 in (False, True)]
 # script: kernel name: its launch configurations there, as (constexprs, num_warps[, argument types])
 CONFIGS = {
     "train_gpt.py": {
@@ -52,7 +56,7 @@ CONFIGS = {
         "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
         "transpose_kernel": [(dict(BLOCK=64), 4)],
         "attention_inputs_kernel": ATTENTION_INPUTS,
-        "attention_inputs_backward_kernel": ATTENTION_INPUTS,
+        "attention_inputs_backward_kernel": TOKENS_BACKWARD,
     },
     "train_gpt_medium.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8, FP16_SYM_MATMUL)],

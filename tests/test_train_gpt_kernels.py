@@ -818,26 +818,44 @@ def test_rowwise_float8_scales_each_row_to_e4m3s_largest_value():
     torch.testing.assert_close(t_f8.float() * scale, t.float(), rtol=2 ** -3, atol=0)  # e4m3: 3 mantissa bits
 
 
-def test_fp8_forward_linear_rounds_the_forward_only():
-    """The forward is the product of the rowwise float8 values; the backward is exactly bf16 F.linear's."""
-    gen = torch.Generator().manual_seed(3)
-    x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16().requires_grad_()
-    w = (torch.randn(3 * DIM, DIM, generator=gen) * DIM ** -0.5).requires_grad_()
-    grad = (torch.randn(TOKENS, 3 * DIM, generator=gen) * 1e-3).bfloat16()
-    out = train_gpt.fp8_forward_linear(x, w)
-    out.backward(grad)
-    x_ref, w_ref = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
-    reference = F.linear(x_ref, w_ref.bfloat16())
-    reference.backward(grad)
-    (x_f8, x_s), (w_f8, w_s) = train_gpt.rowwise_float8(x.detach()), train_gpt.rowwise_float8(w.detach())
-    assert torch.equal(out, ((x_f8.float() * x_s) @ (w_f8.float() * w_s).T).bfloat16())
-    assert 1e-3 < (out.float() - reference.float()).norm() / reference.float().norm() < 0.06
-    assert torch.equal(x.grad, x_ref.grad) and torch.equal(w.grad, w_ref.grad) and w.grad.dtype == torch.float32
+def fp8_attention_case(seed: int = 3, heads: int = 2, head_dim: int = 32):
+    """x (batch x tokens x DIM, normed, bf16), the QKV weight (fp32), rotary tables, lambdas, a value embedding, and
+    incoming gradients for q, k and v."""
+    gen = torch.Generator().manual_seed(seed)
+    x = F.rms_norm(torch.randn(1, TOKENS, DIM, generator=gen), (DIM,)).bfloat16()
+    w = torch.randn(3 * heads * head_dim, DIM, generator=gen) * DIM ** -0.5
+    cos, sin = train_gpt.Rotary(head_dim, 256).tables(TOKENS)
+    ve = torch.randn(1, TOKENS, heads, head_dim, generator=gen).bfloat16()
+    grads = tuple((torch.randn(1, TOKENS, heads, head_dim, generator=gen) * 1e-3).bfloat16() for _ in range(3))
+    return x, w, cos, sin, torch.tensor([0.7, -0.4]), ve, grads
+
+
+def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_products():
+    """--fp8_qkv: q, k, v are attention_inputs of the rowwise float8 product; x's gradient is the rowwise float8
+    product of qkv's bf16 gradient and w (rounded there, not equal to bf16's); w's, the lambdas' and ve's gradients
+    are exactly the bf16 path's."""
+    x, w, cos, sin, lambdas, ve, grads = fp8_attention_case()
+    leaves = [t.clone().requires_grad_() for t in (x, w, lambdas, ve)]
+    outputs = train_gpt.fp8_attention_inputs(leaves[0], leaves[1], cos, sin, leaves[2], leaves[3], 32)
+    torch.autograd.backward(outputs, grads)
+    (x_f8, x_s), (w_f8, w_s) = train_gpt.rowwise_float8(x.flatten(0, 1)), train_gpt.rowwise_float8(w)
+    qkv = ((x_f8.float() * x_s) @ (w_f8.float() * w_s).T).bfloat16().view(1, TOKENS, 6, 32).requires_grad_()
+    reference = [t.clone().requires_grad_() for t in (lambdas, ve)]
+    expected = train_gpt.attention_inputs(qkv, cos, sin, *reference)
+    assert all(torch.equal(ours, theirs) for ours, theirs in zip(outputs, expected))
+    torch.autograd.backward(expected, grads)
+    grad_qkv = qkv.grad.flatten(-2).flatten(0, 1)
+    (g_f8, g_s), (wt_f8, wt_s) = train_gpt.rowwise_float8(grad_qkv), train_gpt.rowwise_float8(w.T.contiguous())
+    assert torch.equal(leaves[0].grad.flatten(0, 1), ((g_f8.float() * g_s) @ (wt_f8.float() * wt_s).T).bfloat16())
+    bf16_grad_x = grad_qkv @ w.bfloat16()
+    assert 1e-3 < (leaves[0].grad.flatten(0, 1) - bf16_grad_x).float().norm() / bf16_grad_x.float().norm() < 0.06
+    assert torch.equal(leaves[1].grad, (grad_qkv.T @ x.flatten(0, 1)).float())
+    assert torch.equal(leaves[2].grad, reference[0].grad) and torch.equal(leaves[3].grad, reference[1].grad)
 
 
 def test_only_the_qkv_projection_is_fp8_and_only_in_training(monkeypatch):
-    """--fp8_qkv: one rowwise FP8 product a forward, the QKV projection's (3 x 128 columns); the output projection
-    stays bf16; validation (eval) runs bf16 throughout."""
+    """--fp8_qkv: the QKV projection's forward and input gradient are rowwise FP8 products (3 x 128 columns, then
+    128); the output projection stays bf16; validation (eval) runs bf16 throughout."""
     args = train_gpt.Hyperparameters(model_dim=DIM, num_heads=2, head_dim=64, train_seq_len=128, val_seq_len=128)
     torch.manual_seed(0)
     attention = train_gpt.CausalSelfAttention(args, train_gpt.Rotary(64, 256))
@@ -852,13 +870,14 @@ def test_only_the_qkv_projection_is_fp8_and_only_in_training(monkeypatch):
     for fp8 in (True, False):
         attention.fp8_qkv = fp8
         outputs[fp8] = attention(x, None, torch.tensor([0.5, 0.5]), mask)
-    assert products == [(3 * DIM, DIM)]
+        outputs[fp8].float().square().sum().backward()
+    assert products == [(3 * DIM, DIM), (DIM, 3 * DIM)]  # the forward's, then the backward's grad_x
     assert not torch.equal(outputs[True], outputs[False])
     assert (outputs[True].float() - outputs[False].float()).norm() / outputs[False].float().norm() < 0.1
     attention.fp8_qkv = True
     attention.eval()
     assert torch.equal(attention(x, None, torch.tensor([0.5, 0.5]), mask), outputs[False])
-    assert len(products) == 1
+    assert len(products) == 2
 
 
 # ----------------------------------------------------------------------------------------------
@@ -895,7 +914,7 @@ def test_attention_inputs_kernels_match_the_torch_path(require_interpreted, scri
     for ours, theirs in zip(script.attention_inputs_triton(qkv, cos, sin, lambdas, ve), reference):
         assert ours.dtype == torch.bfloat16 and ours.shape == theirs.shape
         torch.testing.assert_close(ours.float(), theirs, rtol=2 ** -7, atol=2 ** -7)  # bf16's rounding
-    grad_qkv, grad_lambdas, grad_ve = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)
+    grad_qkv, grad_lambdas, grad_ve = script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)[:3]
     expected = torch_attention_gradients(script, qkv, cos, sin, lambdas, ve, grads)
     torch.testing.assert_close(grad_qkv.float(), expected[0], rtol=2 ** -7, atol=2 ** -6)
     torch.testing.assert_close(grad_lambdas, expected[1], rtol=1e-4, atol=1e-3)  # fp32 sums of ~10^3 products
@@ -946,9 +965,46 @@ def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layo
     qkv, cos, sin, lambdas, ve, grads = attention_case(script, 21, True)
     heads_first = tuple(g.transpose(1, 2).contiguous().transpose(1, 2) for g in grads)
     assert not heads_first[0].is_contiguous() and torch.equal(heads_first[0], grads[0])
-    ours = script.attention_inputs_backward_triton(heads_first, qkv, cos, sin, lambdas, ve)
-    for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)):
+    ours = script.attention_inputs_backward_triton(heads_first, qkv, cos, sin, lambdas, ve)[:3]
+    for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)[:3]):
         assert torch.equal(got, want)
+
+
+def float8_steps_apart(ours: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """Whether each float8 entry is within what Triton's interpreter misrounds: one float8 step, or half of a power of
+    two that the value rounds up to (its cast loses the carry into the exponent)."""
+    step = ours.view(torch.uint8).int() - expected.view(torch.uint8).int()
+    power_of_two = torch.frexp(expected.float()).mantissa.abs() == 0.5  # subnormal ones too
+    return (step.abs() <= 1) | ((ours.float() * 2 == expected.float()) & power_of_two)
+
+
+@pytest.mark.parametrize("heads, tokens, launch", [(6, 37, (16, 4)), (3, 16, (8, 4)), (4, 9, (64, 8)),
+                                                   (6, 5, (4, 4))])  # heads padded to 8 or 4; partial blocks
+def test_attention_inputs_backward_kernel_writes_qkvs_gradient_in_rowwise_e4m3_too(interpreted_kernel, heads, tokens,
+                                                                                   launch):
+    """With rowwise_fp8 the kernel also writes qkv's gradient as rowwise_float8 makes it from the bf16 gradient (a
+    scale per token over all heads of q, k and v), and every other output stays as without it."""
+    qkv, cos, sin, lambdas, ve, grads = attention_case(train_gpt, tokens, True, heads=heads)
+    grads = (grads[0], grads[1] * 8, grads[2] / 8)  # a token's largest entry may lie in q, k or v
+    plain = train_gpt.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)
+    *outputs, (grad_f8, grad_scale) = train_gpt.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve,
+                                                                                 launch, rowwise_fp8=True)
+    assert plain[3] is None and all(torch.equal(a, b) for a, b in zip(outputs, plain[:3]))
+    expected_f8, expected_scale = train_gpt.rowwise_float8(outputs[0].flatten(-2).flatten(0, -2))
+    assert grad_f8.dtype == torch.float8_e4m3fn and grad_f8.shape == (tokens, 3 * heads * 32)
+    torch.testing.assert_close(grad_scale, expected_scale, rtol=2 ** -7, atol=0)  # the interpreter's bf16 rounding
+    assert float8_steps_apart(grad_f8, expected_f8).all()
+    assert (grad_f8 != expected_f8).float().mean() < 0.1
+
+
+@pytest.mark.parametrize("rowwise_fp8", [False, True])
+@pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor"])
+def test_attention_inputs_backward_opcheck(test_util, rowwise_fp8):
+    """The op's fake outputs (what the compiled graph plans for) have the real ones' shapes and dtypes."""
+    qkv, cos, sin, lambdas, ve, grads = attention_case(train_gpt, 12, True)
+    args = (*grads, qkv, cos, sin, lambdas, ve, rowwise_fp8)
+    assert torch.library.opcheck(train_gpt.attention_inputs_backward, args,
+                                 test_utils=test_util) == {test_util: "SUCCESS"}
 
 
 @SCRIPTS

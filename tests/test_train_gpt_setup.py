@@ -78,15 +78,21 @@ if version == "edited":  # as if the function's source had changed
 function = getattr(script, function_name)
 inputs = [torch.randn(*shape, dtype=x_dtype if i == 0 else torch.float32, requires_grad=True)
           for i, shape in enumerate(shapes)]
-f = torch.compile(lambda *inputs: function(*inputs, *extra).float().square().sum(), dynamic=False)
-f(*inputs).backward()
+
+def loss(*inputs):
+    outputs = function(*inputs, *extra)
+    return sum(out.float().square().sum() for out in (outputs if isinstance(outputs, tuple) else (outputs,)))
+
+
+torch.compile(loss, dynamic=False)(*inputs).backward()
 print(script.compile_cache_lookups())
 """
 
 
 @pytest.mark.parametrize("script, function_name, shapes, extra, x_dtype", [
     ("train_gpt", "fp8_mlp", "[(32, 64), (64, 48), (64, 48)]", "(1,)", "float32"),  # track 1's amax row step
-    ("train_gpt", "fp8_forward_linear", "[(32, 64), (48, 64)]", "()", "bfloat16"),  # its backward takes x's dtype
+    ("train_gpt", "fp8_attention_inputs", "[(1, 16, 64), (96, 64), (16, 8), (16, 8), (2,)]", "(None, 16)",
+     "bfloat16"),  # x, w, the rotary tables, lambdas; no value embedding, head_dim 16
     ("train_gpt_medium", "normed_relu_square_mlp", "[(32, 64), (48, 64), (64, 48)]", "()", "float32")])
 def test_each_autograd_function_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(
         tmp_path, script, function_name, shapes, extra, x_dtype):
