@@ -712,6 +712,25 @@ def store_float8_halves(ptr, at, mask, first, second, inverse_scale, HALF: tl.co
                  tl.clamp(second * inverse_scale, -limit, limit), HALF)
 
 
+@triton.jit
+def store_tokens_rowwise_float8(grad_qkv_ptr, grad_f8_ptr, grad_scale_ptr, src, mask, tokens, heads, q1, q2, k1, k2,
+                                gv1, gv2, HALF: tl.constexpr, BLOCK_TOKENS: tl.constexpr, HEADS_BLOCK: tl.constexpr):
+    """A block of whole tokens' qkv gradient (q, k and v halves of BLOCK_TOKENS x HEADS_BLOCK rows) in e4m3 with one
+    scale per token, from the values its bf16 store kept, as rowwise_float8 casts that gradient; and the scales."""
+    q1, q2 = rounded_halves(grad_qkv_ptr, q1, q2)
+    k1, k2 = rounded_halves(grad_qkv_ptr, k1, k2)
+    gv1, gv2 = rounded_halves(grad_qkv_ptr, gv1, gv2)
+    row_amax = tl.maximum(tl.maximum(halves_amax(q1, q2), halves_amax(k1, k2)), halves_amax(gv1, gv2))
+    token_scale = tl.maximum(tl.max(tl.reshape(row_amax, (BLOCK_TOKENS, HEADS_BLOCK)), 1), 1e-30) / 448.0
+    tokens_here = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
+    tl.store(grad_scale_ptr + tokens_here, token_scale, mask=tokens_here < tokens)
+    inverse = tl.reshape(tl.broadcast_to(1.0 / token_scale[:, None], (BLOCK_TOKENS, HEADS_BLOCK)),
+                         (BLOCK_TOKENS * HEADS_BLOCK,))[:, None]
+    store_float8_halves(grad_f8_ptr, src, mask, q1, q2, inverse, HALF)
+    store_float8_halves(grad_f8_ptr, src + heads * 2 * HALF, mask, k1, k2, inverse, HALF)
+    store_float8_halves(grad_f8_ptr, src + heads * 4 * HALF, mask, gv1, gv2, inverse, HALF)
+
+
 @triton.jit(do_not_specialize_on_alignment=["lambdas_ptr"])
 def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_ptr, grad_q_ptr, grad_k_ptr,
                                      grad_v_ptr, grad_qkv_ptr, grad_ve_ptr, lambda_sums_ptr, grad_f8_ptr,
@@ -746,18 +765,8 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
     else:
         tl.store(lambda_sums_ptr + 2 * tl.program_id(0) + 1, 0.0)
     if ROWWISE_FP8:
-        q1, q2 = rounded_halves(grad_qkv_ptr, q1, q2)
-        k1, k2 = rounded_halves(grad_qkv_ptr, k1, k2)
-        gv1, gv2 = rounded_halves(grad_qkv_ptr, gv1, gv2)
-        row_amax = tl.maximum(tl.maximum(halves_amax(q1, q2), halves_amax(k1, k2)), halves_amax(gv1, gv2))
-        token_scale = tl.maximum(tl.max(tl.reshape(row_amax, (BLOCK_TOKENS, HEADS_BLOCK)), 1), 1e-30) / 448.0
-        tokens_here = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
-        tl.store(grad_scale_ptr + tokens_here, token_scale, mask=tokens_here < tokens)
-        inverse = tl.reshape(tl.broadcast_to(1.0 / token_scale[:, None], (BLOCK_TOKENS, HEADS_BLOCK)),
-                             (BLOCK_TOKENS * HEADS_BLOCK,))[:, None]
-        store_float8_halves(grad_f8_ptr, src, mask, q1, q2, inverse, HALF)
-        store_float8_halves(grad_f8_ptr, src + heads * 2 * HALF, mask, k1, k2, inverse, HALF)
-        store_float8_halves(grad_f8_ptr, src + heads * 4 * HALF, mask, gv1, gv2, inverse, HALF)
+        store_tokens_rowwise_float8(grad_qkv_ptr, grad_f8_ptr, grad_scale_ptr, src, mask, tokens, heads, q1, q2, k1, k2,
+                                    gv1, gv2, HALF, BLOCK_TOKENS, HEADS_BLOCK)
 
 
 ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
