@@ -1,0 +1,110 @@
+"""Launch configurations of track 1's head kernels at the proxy step's shapes (run on a GPU): softcap_ce_kernel by
+block and warps, transpose_kernel (the float8 gradient's copy for grad_w) and float8_both_ways_kernel (x and w) by
+block and warps. Each configuration's output is compared with the script's own launch: the transposes byte for byte,
+the loss kernel by its largest loss difference and the share of equal float8 gradient bytes (its row sum's order
+depends on the block).
+
+python perf/head_kernels_bench.py [--tiny]  ->  one line per kernel and configuration: ms and the comparison; the
+script's own launch is marked. --tiny: small shapes on the CPU under Triton's interpreter, fp32 outputs for the loss
+kernel (the test runs this).
+"""
+import math
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mlp_bench import timed_us  # noqa: E402
+from track_scripts import ROOT, load_script  # noqa: E402
+
+CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8), (4096, 16)]  # BLOCK, warps
+SQUARE_LAUNCHES = [(64, 4), (64, 8), (128, 4), (128, 8), (32, 4)]  # the transposes' BLOCK, warps
+
+
+def ce_run(tg, logits, targets, loss, grad, launch):
+    block, warps = launch
+    grad_s = 1 / 448
+    return lambda: tg.softcap_ce_kernel[(logits.size(0),)](
+        logits, targets, loss, grad, logits.size(1), 1 / grad_s, -math.log2(grad_s), 57344.0, BLOCK=block,
+        ON_GPU=logits.is_cuda, num_warps=warps)
+
+
+def transpose_run(tg, src, dst, launch):
+    block, warps = launch
+    rows, cols = src.shape
+    return lambda: tg.transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
+        src, dst, rows, cols, BLOCK=block, num_warps=warps)
+
+
+def both_ways_run(tg, src, out, out_t, scale, launch):
+    block, warps = launch
+    rows, cols = src.shape
+    inverse_scale = torch.tensor(1.0).div(torch.tensor(scale, dtype=torch.float32)).item()
+    return lambda: tg.float8_both_ways_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
+        src, out, out_t, rows, cols, inverse_scale, 448.0, ROUND_TO_BF16=src.dtype == torch.bfloat16, BLOCK=block,
+        num_warps=warps)
+
+
+def bench_ce(tg, tiny: bool, device: str) -> None:
+    rows, vocab = (8, 384) if tiny else (49152, 50304)
+    gen = torch.Generator(device).manual_seed(0)
+    logits = (torch.randn(rows, vocab, device=device, generator=gen) * 3).bfloat16()
+    targets = torch.randint(0, vocab, (rows,), device=device, generator=gen, dtype=torch.int32)
+    grad_dtype = torch.float32 if tiny else torch.float8_e5m2
+    outputs = {}
+    for launch in CE_LAUNCHES:
+        loss, grad = torch.empty(rows, device=device), torch.empty(rows, vocab, device=device, dtype=grad_dtype)
+        run = ce_run(tg, logits, targets, loss, grad, launch)
+        us = timed_us(run, tiny)
+        outputs[launch] = (loss, grad.view(torch.uint8) if not tiny else grad)
+        base_loss, base_grad = outputs[CE_LAUNCHES[0]]
+        loss_diff = (loss - base_loss).abs().max().item()
+        same = (outputs[launch][1] == base_grad).float().mean().item()
+        mark = " (the script's)" if launch == (tg.CE_BLOCK, 8) else ""
+        print(f"softcap_ce_kernel BLOCK={launch[0]} warps={launch[1]}{mark}: {us / 1000:.3f} ms, loss within "
+              f"{loss_diff:.1e}, {same:.6f} of the gradient equal")
+
+
+def bench_squares(tg, tiny: bool, device: str) -> None:
+    gen = torch.Generator(device).manual_seed(1)
+    rows, vocab, dim = (200, 300, 96) if tiny else (49152, 50304, 768)
+    grad = (torch.randn(rows, vocab, device=device, generator=gen) * 100).to(torch.float8_e5m2)
+    x = (torch.randn(rows, dim, device=device, generator=gen) * 3).bfloat16()
+    w = torch.randn(vocab, dim, device=device, generator=gen) * 0.3
+    cases = [("transpose_kernel, the float8 gradient", lambda launch, out: transpose_run(tg, grad, out[0], launch),
+              lambda: (grad.new_empty(vocab, rows),)),
+             ("float8_both_ways_kernel, x (bf16)", lambda launch, out: both_ways_run(tg, x, *out, dim ** 0.5 / 448,
+                                                                                    launch),
+              lambda: (x.new_empty(rows, dim, dtype=torch.float8_e4m3fn), x.new_empty(dim, rows,
+                                                                                      dtype=torch.float8_e4m3fn))),
+             ("float8_both_ways_kernel, w (fp32)", lambda launch, out: both_ways_run(tg, w, *out, 2 ** -9, launch),
+              lambda: (w.new_empty(vocab, dim, dtype=torch.float8_e4m3fn), w.new_empty(dim, vocab,
+                                                                                       dtype=torch.float8_e4m3fn)))]
+    for name, make_run, make_outputs in cases:
+        base = None
+        for launch in SQUARE_LAUNCHES:
+            out = make_outputs()
+            us = timed_us(make_run(launch, out), tiny)
+            raw = [t.view(torch.uint8) for t in out]
+            base = base or raw
+            equal = all(torch.equal(a, b) for a, b in zip(raw, base))
+            mark = " (the script's)" if launch == SQUARE_LAUNCHES[0] else ""
+            print(f"{name} BLOCK={launch[0]} warps={launch[1]}{mark}: {us / 1000:.3f} ms, "
+                  f"{'equal' if equal else 'DIFFERS'}")
+
+
+def main(argv: list[str]) -> int:
+    tiny = "--tiny" in argv
+    tg = load_script(ROOT / "train_gpt.py")
+    if not tiny:
+        print("ptxas:", tg.configure_triton_builds())  # as in training: the transposed float8 stores need it
+    device = "cpu" if tiny else "cuda"
+    bench_ce(tg, tiny, device)
+    bench_squares(tg, tiny, device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
