@@ -275,11 +275,16 @@ def transpose_kernel(src_ptr, dst_ptr, rows, cols, BLOCK: tl.constexpr):
              tl.trans(block), mask=tl.trans(mask))
 
 
+TRANSPOSE_LAUNCH = (128, 8)  # BLOCK, num_warps: 1.27 ms for the proxy's float8 gradient, 1.62 ms at (64, 4)
+# (perf/head_kernels_bench.py, session 46: a 128-byte row of float8 a block, whole cache lines both ways)
+
+
 def transposed(t: Tensor) -> Tensor:
     """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
     rows, cols = t.shape
-    out, block = t.new_empty(cols, rows), 64
-    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block, num_warps=4)
+    out, (block, num_warps) = t.new_empty(cols, rows), TRANSPOSE_LAUNCH
+    transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block,
+                                                                            num_warps=num_warps)
     return out
 
 

@@ -74,16 +74,19 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
     grad = (torch.randn(rows, vocab, device=device, generator=gen) * 100).to(torch.float8_e5m2)
     x = (torch.randn(rows, dim, device=device, generator=gen) * 3).bfloat16()
     w = torch.randn(vocab, dim, device=device, generator=gen) * 0.3
+    both_ways_launch = (64, 4)  # float8_both_ways's, as the script launches it
     cases = [("transpose_kernel, the float8 gradient", lambda launch, out: transpose_run(tg, grad, out[0], launch),
-              lambda: (grad.new_empty(vocab, rows),)),
+              lambda: (grad.new_empty(vocab, rows),), tg.TRANSPOSE_LAUNCH),
              ("float8_both_ways_kernel, x (bf16)", lambda launch, out: both_ways_run(tg, x, *out, dim ** 0.5 / 448,
                                                                                     launch),
               lambda: (x.new_empty(rows, dim, dtype=torch.float8_e4m3fn), x.new_empty(dim, rows,
-                                                                                      dtype=torch.float8_e4m3fn))),
+                                                                                      dtype=torch.float8_e4m3fn)),
+              both_ways_launch),
              ("float8_both_ways_kernel, w (fp32)", lambda launch, out: both_ways_run(tg, w, *out, 2 ** -9, launch),
               lambda: (w.new_empty(vocab, dim, dtype=torch.float8_e4m3fn), w.new_empty(dim, vocab,
-                                                                                       dtype=torch.float8_e4m3fn)))]
-    for name, make_run, make_outputs in cases:
+                                                                                       dtype=torch.float8_e4m3fn)),
+              both_ways_launch)]
+    for name, make_run, make_outputs, script_launch in cases:
         base = None
         for launch in SQUARE_LAUNCHES:
             out = make_outputs()
@@ -91,7 +94,7 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
             raw = [t.view(torch.uint8) for t in out]
             base = base or raw
             equal = all(torch.equal(a, b) for a, b in zip(raw, base))
-            mark = " (the script's)" if launch == SQUARE_LAUNCHES[0] else ""
+            mark = " (the script's)" if launch == script_launch else ""
             print(f"{name} BLOCK={launch[0]} warps={launch[1]}{mark}: {us / 1000:.3f} ms, "
                   f"{'equal' if equal else 'DIFFERS'}")
 

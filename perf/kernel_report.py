@@ -54,7 +54,7 @@ CONFIGS = {
     "train_gpt.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
         "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
-        "transpose_kernel": [(dict(BLOCK=64), 4)],
+        "transpose_kernel": [(dict(BLOCK=128), 8)],
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": TOKENS_BACKWARD,
     },

@@ -25,3 +25,8 @@ def test_tiny_run_compares_every_launch_with_the_scripts(repo_root, require_inte
     for line in squares:
         assert re.fullmatch(r"(transpose_kernel|float8_both_ways_kernel), .+ BLOCK=\d+ warps=\d+( \(the script's\))?: "
                             r"[\d.]+ ms, equal", line), line
+    marked = [line.split(":")[0] for line in squares if "(the script's)" in line]
+    assert marked == [f"transpose_kernel, the float8 gradient BLOCK={tg.TRANSPOSE_LAUNCH[0]} "
+                      f"warps={tg.TRANSPOSE_LAUNCH[1]} (the script's)",
+                      "float8_both_ways_kernel, x (bf16) BLOCK=64 warps=4 (the script's)",
+                      "float8_both_ways_kernel, w (fp32) BLOCK=64 warps=4 (the script's)"]
