@@ -279,10 +279,10 @@ TRANSPOSE_LAUNCH = (128, 8)  # BLOCK, num_warps: 1.27 ms for the proxy's float8 
 # (perf/head_kernels_bench.py, session 46: a 128-byte row of float8 a block, whole cache lines both ways)
 
 
-def transposed(t: Tensor) -> Tensor:
+def transposed(t: Tensor, launch: tuple = TRANSPOSE_LAUNCH) -> Tensor:
     """t.T.contiguous() of a 2-D tensor by the Triton kernel."""
     rows, cols = t.shape
-    out, (block, num_warps) = t.new_empty(cols, rows), TRANSPOSE_LAUNCH
+    out, (block, num_warps) = t.new_empty(cols, rows), launch
     transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](t, out, rows, cols, BLOCK=block,
                                                                             num_warps=num_warps)
     return out
@@ -307,16 +307,19 @@ def float8_both_ways_kernel(src_ptr, out_ptr, out_t_ptr, rows, cols, inverse_sca
              tl.trans(block), mask=tl.trans(mask))
 
 
-def float8_both_ways(t: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+FLOAT8_BOTH_WAYS_LAUNCH = (64, 4)  # BLOCK, num_warps: as fast as any other (perf/head_kernels_bench.py, session 46)
+
+
+def float8_both_ways(t: Tensor, scale: float, launch: tuple = FLOAT8_BOTH_WAYS_LAUNCH) -> tuple[Tensor, Tensor]:
     """to_float8(t, scale, e4m3) of a 2-D fp32 or bf16 t, and its transpose, from one pass over t (the eager cast's
     division, clamp and cast were three passes, and the transposed copy a fourth)."""
     rows, cols = t.shape
     out = t.new_empty(rows, cols, dtype=torch.float8_e4m3fn)
-    out_t, block = t.new_empty(cols, rows, dtype=torch.float8_e4m3fn), 64
+    out_t, (block, num_warps) = t.new_empty(cols, rows, dtype=torch.float8_e4m3fn), launch
     inverse_scale = torch.tensor(1.0).div(torch.tensor(scale, dtype=torch.float32)).item()  # fp32, as torch's
     float8_both_ways_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
         t, out, out_t, rows, cols, inverse_scale, torch.finfo(torch.float8_e4m3fn).max,
-        ROUND_TO_BF16=t.dtype == torch.bfloat16, BLOCK=block, num_warps=4)
+        ROUND_TO_BF16=t.dtype == torch.bfloat16, BLOCK=block, num_warps=num_warps)
     return out, out_t
 
 
@@ -567,13 +570,16 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
 CE_BLOCK = 4096  # 16 elements a thread: 16-byte float8 stores, 40 registers (sm_90)
 
 
-def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor) -> Tensor:
+def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor,
+                    launch: tuple | None = None) -> Tensor:
     """Each row's cross entropy of softcap(logits); its gradient / grad_s, clamped to e5m2's range, goes to grad
-    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
+    (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround). launch:
+    (BLOCK, num_warps), by default CE_BLOCK over 8 warps."""
     rows, vocab = logits.shape
-    loss = logits.new_empty(rows, dtype=torch.float32)
+    loss, (block, num_warps) = logits.new_empty(rows, dtype=torch.float32), launch or (CE_BLOCK, 8)
     softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, -math.log2(grad_s),
-                               torch.finfo(torch.float8_e5m2).max, BLOCK=CE_BLOCK, ON_GPU=logits.is_cuda, num_warps=8)
+                               torch.finfo(torch.float8_e5m2).max, BLOCK=block, ON_GPU=logits.is_cuda,
+                               num_warps=num_warps)
     return loss
 
 

@@ -8,12 +8,11 @@ python perf/head_kernels_bench.py [--tiny]  ->  one line per kernel and configur
 script's own launch is marked. --tiny: small shapes on the CPU under Triton's interpreter, fp32 outputs for the loss
 kernel (the test runs this).
 """
-import math
+import functools
 import sys
 from pathlib import Path
 
 import torch
-import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mlp_bench import timed_us  # noqa: E402
@@ -24,45 +23,21 @@ CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8)
 SQUARE_LAUNCHES = [(64, 4), (64, 8), (128, 4), (128, 8), (32, 4), (128, 16), (256, 8), (256, 16)]
 
 
-def ce_run(tg, logits, targets, loss, grad, launch):
-    block, warps = launch
-    grad_s = 1 / 448
-    return lambda: tg.softcap_ce_kernel[(logits.size(0),)](
-        logits, targets, loss, grad, logits.size(1), 1 / grad_s, -math.log2(grad_s), 57344.0, BLOCK=block,
-        ON_GPU=logits.is_cuda, num_warps=warps)
-
-
-def transpose_run(tg, src, dst, launch):
-    block, warps = launch
-    rows, cols = src.shape
-    return lambda: tg.transpose_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
-        src, dst, rows, cols, BLOCK=block, num_warps=warps)
-
-
-def both_ways_run(tg, src, out, out_t, scale, launch):
-    block, warps = launch
-    rows, cols = src.shape
-    inverse_scale = torch.tensor(1.0).div(torch.tensor(scale, dtype=torch.float32)).item()
-    return lambda: tg.float8_both_ways_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
-        src, out, out_t, rows, cols, inverse_scale, 448.0, ROUND_TO_BF16=src.dtype == torch.bfloat16, BLOCK=block,
-        num_warps=warps)
-
-
 def bench_ce(tg, tiny: bool, device: str) -> None:
     rows, vocab = (8, 384) if tiny else (49152, 50304)
     gen = torch.Generator(device).manual_seed(0)
     logits = (torch.randn(rows, vocab, device=device, generator=gen) * 3).bfloat16()
     targets = torch.randint(0, vocab, (rows,), device=device, generator=gen, dtype=torch.int32)
     grad_dtype = torch.float32 if tiny else torch.float8_e5m2
-    outputs = {}
+    base = None
     for launch in CE_LAUNCHES:
-        loss, grad = torch.empty(rows, device=device), torch.empty(rows, vocab, device=device, dtype=grad_dtype)
-        run = ce_run(tg, logits, targets, loss, grad, launch)
+        grad = torch.empty(rows, vocab, device=device, dtype=grad_dtype)
+        run = functools.partial(tg.softcap_ce_rows, logits, targets, 1 / 448, grad, launch)
         us = timed_us(run, tiny)
-        outputs[launch] = (loss, grad.view(torch.uint8) if not tiny else grad)
-        base_loss, base_grad = outputs[CE_LAUNCHES[0]]
-        loss_diff = (loss - base_loss).abs().max().item()
-        same = (outputs[launch][1] == base_grad).float().mean().item()
+        loss, grad_bytes = run(), grad if tiny else grad.view(torch.uint8)
+        base = base or (loss, grad_bytes)
+        loss_diff = (loss - base[0]).abs().max().item()
+        same = (grad_bytes == base[1]).float().mean().item()
         mark = " (the script's)" if launch == (tg.CE_BLOCK, 8) else ""
         print(f"softcap_ce_kernel BLOCK={launch[0]} warps={launch[1]}{mark}: {us / 1000:.3f} ms, loss within "
               f"{loss_diff:.1e}, {same:.6f} of the gradient equal")
@@ -74,24 +49,17 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
     grad = (torch.randn(rows, vocab, device=device, generator=gen) * 100).to(torch.float8_e5m2)
     x = (torch.randn(rows, dim, device=device, generator=gen) * 3).bfloat16()
     w = torch.randn(vocab, dim, device=device, generator=gen) * 0.3
-    both_ways_launch = (64, 4)  # float8_both_ways's, as the script launches it
-    cases = [("transpose_kernel, the float8 gradient", lambda launch, out: transpose_run(tg, grad, out[0], launch),
-              lambda: (grad.new_empty(vocab, rows),), tg.TRANSPOSE_LAUNCH),
-             ("float8_both_ways_kernel, x (bf16)", lambda launch, out: both_ways_run(tg, x, *out, dim ** 0.5 / 448,
-                                                                                    launch),
-              lambda: (x.new_empty(rows, dim, dtype=torch.float8_e4m3fn), x.new_empty(dim, rows,
-                                                                                      dtype=torch.float8_e4m3fn)),
-              both_ways_launch),
-             ("float8_both_ways_kernel, w (fp32)", lambda launch, out: both_ways_run(tg, w, *out, 2 ** -9, launch),
-              lambda: (w.new_empty(vocab, dim, dtype=torch.float8_e4m3fn), w.new_empty(dim, vocab,
-                                                                                       dtype=torch.float8_e4m3fn)),
-              both_ways_launch)]
-    for name, make_run, make_outputs, script_launch in cases:
+    cases = [("transpose_kernel, the float8 gradient", lambda launch: (tg.transposed(grad, launch),),
+              tg.TRANSPOSE_LAUNCH),
+             ("float8_both_ways_kernel, x (bf16)", lambda launch: tg.float8_both_ways(x, dim ** 0.5 / 448, launch),
+              tg.FLOAT8_BOTH_WAYS_LAUNCH),
+             ("float8_both_ways_kernel, w (fp32)", lambda launch: tg.float8_both_ways(w, 2 ** -9, launch),
+              tg.FLOAT8_BOTH_WAYS_LAUNCH)]
+    for name, run, script_launch in cases:
         base = None
         for launch in SQUARE_LAUNCHES:
-            out = make_outputs()
-            us = timed_us(make_run(launch, out), tiny)
-            raw = [t.view(torch.uint8) for t in out]
+            us = timed_us(functools.partial(run, launch), tiny)
+            raw = [t.view(torch.uint8) for t in run(launch)]
             base = base or raw
             equal = all(torch.equal(a, b) for a, b in zip(raw, base))
             mark = " (the script's)" if launch == script_launch else ""
