@@ -6,8 +6,8 @@ summed once in fp32). Asked in session 46: each table's backward writes and read
 step by that count, and the profiles list only the longest kernels.
 
 python perf/embedding_bench.py [--tiny]  ->  one line a way: ms for the four tables' forward + backward, and its weight
-gradients' largest error from the fp32 sums, relative to the largest entry (one bf16 rounding of the sums: 2^-8 at most). --tiny: small shapes and random ids on the CPU, timed by the clock
-(the test runs this).
+gradients' largest error from the fp32 sums, relative to the largest entry (one bf16 rounding of the sums: 2^-8 at
+most). --tiny: small shapes and random ids on the CPU, timed by the clock (the test runs this).
 """
 import glob
 import sys
