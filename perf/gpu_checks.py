@@ -1,8 +1,9 @@
 """Device-side correctness checks of both tracks' kernels against plain-torch references (run on a GPU), the time and
 memory of track 2's fused head against torch.compile of the plain one, the time of its Newton-Schulz through the
 symmetric matmul kernel against the plain matmuls, its MLP with the epilogue GEMMs against fp64, track 1's rowwise FP8
-QKV projection (--fp8_qkv: forward and input gradient) against its CPU emulation, and both tracks' attention-inputs
-kernels (QK-norm, rotary, value mix) against torch, timed against inductor's kernels for the same.
+QKV projection (--fp8_qkv: forward and input gradient) against its CPU emulation, both tracks' attention-inputs
+kernels (QK-norm, rotary, value mix) against torch, timed against inductor's kernels for the same, and that both
+tracks' kernel launchers do not synchronise the host.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
 the timings; exits 1 on a failure.
@@ -68,7 +69,39 @@ def main() -> int:
     results += medium_head_checks()
     results += medium_orthogonalize_checks()
     results += medium_mlp_checks()
+    results += host_sync_checks()
     return 0 if all(results) else 1
+
+
+def synchronising(launches: list) -> list[str]:
+    """The names of the launches that synchronise the host: each runs once (its build, its caches), then again under
+    torch.cuda.set_sync_debug_mode("error"), which raises at a synchronising call (a prototype, its warning says: it
+    does not see every kind)."""
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    names = []
+    for launch in launches:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            launch()
+        except RuntimeError:
+            names.append(launch.func.__name__)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return names
+
+
+def host_sync_checks() -> list[bool]:
+    """Both tracks' Triton launchers (the start-up's tiny launches: each build a custom op starts) do not synchronise
+    the host. One that does, once a micro-step, stops the host running ahead of the GPU: ~2 ms a micro-step in
+    session 47's full batch (records/track_1_short/2026-12-04_EmbeddingBackwardDropped, a torch index put)."""
+    results = []
+    for script, name in [(tg, "track 1"), (tm, "track 2")]:
+        names = synchronising(script.tiny_kernel_launches(script.parse_args([]), torch.device("cuda")))
+        results.append(check(f"{name}'s kernel launches that synchronise the host: {', '.join(names) or 'none'}",
+                             len(names), 1))
+    return results
 
 
 def fp8_mlp_checks() -> list[bool]:

@@ -1,0 +1,29 @@
+"""perf/gpu_checks.py's host-synchronisation check on the CPU: torch.cuda's debug mode replaced by a stand-in under
+which a marked launch raises as a synchronising call does (the GPU runs come from the device)."""
+
+import functools
+import sys
+
+import torch
+
+
+def test_synchronising_names_the_launches_that_raise_under_the_debug_mode_and_restores_it(repo_root, monkeypatch):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import gpu_checks
+    modes, calls = ["default"], []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
+
+    def launcher(name: str, synchronises: bool):
+        calls.append(name)
+        if synchronises and modes[-1] == "error":
+            raise RuntimeError("called a synchronizing CUDA operation")
+
+    def index_put(name: str, synchronises: bool):
+        launcher(name, synchronises)
+
+    launches = [functools.partial(launcher, "a", False), functools.partial(index_put, "b", True),
+                functools.partial(launcher, "c", False)]
+    assert gpu_checks.synchronising(launches) == ["index_put"]
+    assert calls == ["a", "b", "c", "synchronize", "a", "b", "c"]  # built (and warm) before the debug mode
+    assert modes == ["default"] + ["error", "default"] * 3
