@@ -3,7 +3,9 @@ micro-step's 49,152 token ids (read from the proxy's first training shard, so th
 training), forward and backward: compiled, as the model runs them (inductor's backward: an fp32 table zeroed, an
 atomic add per token and entry, a cast to bf16), against eager (ATen's CUDA backward: the ids sorted, each token's rows
 summed once in fp32). Asked in session 46: each table's backward writes and reads ~0.4 GB a micro-step, ~1% of the
-step by that count, and the profiles list only the longest kernels.
+step by that count, and the profiles list only the longest kernels. Session 47's answer: compiled 0.865 ms, eager
+1.964 ms (records/track_1_short/2026-12-04_EmbeddingBackwardDropped; branch perf/embedding-touched-rows adds a third
+way, an op of the script's own kernels: 0.986 ms).
 
 python perf/embedding_bench.py [--tiny]  ->  one line a way: ms for the four tables' forward + backward, and its weight
 gradients' largest error from the fp32 sums, relative to the largest entry (one bf16 rounding of the sums: 2^-8 at
