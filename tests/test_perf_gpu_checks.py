@@ -27,3 +27,16 @@ def test_synchronising_names_the_launches_that_raise_under_the_debug_mode_and_re
     assert gpu_checks.synchronising(launches) == ["index_put"]
     assert calls == ["a", "b", "c", "synchronize", "a", "b", "c"]  # built (and warm) before the debug mode
     assert modes == ["default"] + ["error", "default"] * 3
+
+
+def test_host_sync_checks_fail_a_track_with_a_synchronising_launch_and_name_it(repo_root, monkeypatch, capsys):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import gpu_checks
+    for script in (gpu_checks.tg, gpu_checks.tm):
+        monkeypatch.setattr(script, "tiny_kernel_launches", lambda args, device, script=script: [script] * 3)
+    monkeypatch.setattr(gpu_checks, "synchronising", lambda launches: [] if launches[0] is gpu_checks.tg else
+                        ["index_put"])
+    assert gpu_checks.host_sync_checks() == [True, False]
+    assert capsys.readouterr().out.splitlines() == [
+        "ok  track 1's 3 kernel launches: 0 synchronise the host",
+        "BAD track 2's 3 kernel launches: 1 synchronise the host: index_put"]
