@@ -568,15 +568,16 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
 
 
 CE_BLOCK = 4096  # 16 elements a thread: 16-byte float8 stores, 40 registers (sm_90)
+CE_WARPS = 8
 
 
 def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor,
                     launch: tuple | None = None) -> Tensor:
     """Each row's cross entropy of softcap(logits); its gradient / grad_s, clamped to e5m2's range, goes to grad
     (float8 in training; any float dtype, for tests under Triton's interpreter, whose float8 casts misround). launch:
-    (BLOCK, num_warps), by default CE_BLOCK over 8 warps."""
+    (BLOCK, num_warps), by default CE_BLOCK over CE_WARPS."""
     rows, vocab = logits.shape
-    loss, (block, num_warps) = logits.new_empty(rows, dtype=torch.float32), launch or (CE_BLOCK, 8)
+    loss, (block, num_warps) = logits.new_empty(rows, dtype=torch.float32), launch or (CE_BLOCK, CE_WARPS)
     softcap_ce_kernel[(rows,)](logits, targets, loss, grad, vocab, 1 / grad_s, -math.log2(grad_s),
                                torch.finfo(torch.float8_e5m2).max, BLOCK=block, ON_GPU=logits.is_cuda,
                                num_warps=num_warps)

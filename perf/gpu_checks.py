@@ -236,7 +236,7 @@ def fused_head_ce_checks() -> list[bool]:
     for fast in (True, False):  # the proxy step's rows: the kernel's two ways of computing tanh and exp2
         ms = do_bench(lambda: tg.softcap_ce_kernel[(49152,)](
             rows_logits, rows_targets, loss_rows, grad_rows, 50304, 1 / scales[2], -math.log2(scales[2]),
-            torch.finfo(torch.float8_e5m2).max, BLOCK=tg.CE_BLOCK, ON_GPU=fast, num_warps=8))
+            torch.finfo(torch.float8_e5m2).max, BLOCK=tg.CE_BLOCK, ON_GPU=fast, num_warps=tg.CE_WARPS))
         print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
               f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
     return results + [same > 0.98, transposed, saturates]
