@@ -1,0 +1,135 @@
+"""Where a track's GPU time goes, by kind of kernel and by phase: the profile's `kernel ... ms in N calls: NAME [from
+LAUNCHERS]` log lines (the script lists its 30 longest kernels; run through this tool it lists all of them) summed per
+profiled step into categories, so that the many short kernels the 30 leave out are counted too.
+
+python perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [script args...]  ->  the run
+    (the track script's own main, every kernel listed), then the tables from its log D/R.txt.
+python perf/kernel_census.py --log=PATH --steps=N  ->  the tables from an existing log of N profiled steps.
+Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the category's longest kernels.
+"""
+import re
+import sys
+from pathlib import Path
+
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from track_scripts import ROOT, load_script  # noqa: E402
+
+SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
+LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short of the step's part that launched it)
+KERNEL_LINE = re.compile(r"kernel ([\d.]+) ms in (\d+) calls: (.+?)(?: \[from (.*)\])?$")  # ATen's names hold spaces
+
+
+def script_kernels() -> set[str]:
+    """The Triton kernels both track scripts define (their @triton.jit functions' names; under TRITON_INTERPRET=1
+    those are the interpreter's functions, which share the launch interface)."""
+    return {name for path in SCRIPTS.values() for name, value in vars(load_script(path)).items()
+            if isinstance(value, triton.runtime.jit.KernelInterface)}
+
+
+def category(name: str, launchers: str, own_kernels: set[str]) -> str:
+    if "flex_attention" in name:
+        return "FlexAttention"
+    if "aten::_scaled_mm" in launchers:
+        return "cuBLAS FP8 GEMMs"
+    if re.search(r"aten::(mm|addmm|bmm|baddbmm)\b", launchers):
+        return "cuBLAS bf16 GEMMs"
+    if name in own_kernels:
+        return "the script's Triton kernels"
+    if name.startswith("triton_poi"):
+        return "inductor pointwise"
+    if name.startswith(("triton_per", "triton_red")):
+        return "inductor reductions"
+    if name.startswith("triton_"):
+        return "inductor other"
+    if "at::native" in name:
+        return "ATen elementwise"
+    return "other"
+
+
+def phase(launchers: str) -> str:
+    """The part of a step that launched a kernel, from its launchers' chain (the head's fused backward runs in the
+    forward's custom op, so it counts there)."""
+    if "Optimizer.step" in launchers:
+        return "optimizer"
+    if "AccumulateGrad" in launchers:
+        return "gradient accumulation"
+    if "CompiledFunctionBackward" in launchers:
+        return "backward"
+    if "CompiledFunction" in launchers:
+        return "forward"
+    return "other"
+
+
+def census(log_text: str, own_kernels: set[str]) -> list[tuple[str, str, float, int, str, str]]:
+    """(category, phase, ms, calls, name, launchers) of each kernel line in a log."""
+    rows = []
+    for line in log_text.splitlines():
+        match = KERNEL_LINE.match(line)
+        if match:
+            ms, calls, name, launchers = float(match[1]), int(match[2]), match[3], match[4] or ""
+            rows.append((category(name, launchers, own_kernels), phase(launchers), ms, calls, name, launchers))
+    return rows
+
+
+def table(rows, key: int, steps: int, title: str) -> list[str]:
+    total = sum(row[2] for row in rows)
+    groups = {}
+    for row in rows:
+        groups.setdefault(row[key], []).append(row)
+    lines = [f"== {title}: ms a profiled step (of {total / steps:.1f} ms of listed kernels), share, calls a step, "
+             "longest kernels"]
+    for group, members in sorted(groups.items(), key=lambda item: -sum(row[2] for row in item[1])):
+        ms, calls = sum(row[2] for row in members), sum(row[3] for row in members)
+        longest = ", ".join(f"{row[4][:48]} {row[2] / steps:.2f}" for row in sorted(members, key=lambda r: -r[2])[:3])
+        lines.append(f"{group:28s} {ms / steps:8.2f} ms {ms / total:6.1%} {calls / steps:7.0f}  {longest}")
+    return lines
+
+
+def profiled_ms(log_text: str) -> float | None:
+    """The profile table's 'Self CUDA time total', in ms (the profiler writes it in us, ms or s)."""
+    match = re.search(r"Self CUDA time total: ([\d.]+)(us|ms|s)\b", log_text)
+    return None if match is None else float(match[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[match[2]]
+
+
+def report(log_text: str, steps: int, own_kernels: set[str]) -> list[str]:
+    rows = census(log_text, own_kernels)
+    if not rows:
+        raise SystemExit("error: the log has no 'kernel ... ms in N calls' lines; run with --profile_steps")
+    listed, total = sum(row[2] for row in rows), profiled_ms(log_text)
+    coverage = [] if total is None else [f"listed kernels: {listed / steps:.1f} ms of the profile's "
+                                         f"{total / steps:.1f} ms of GPU time a step ({len(rows)} kernels)"]
+    return coverage + table(rows, 0, steps, "by kind") + table(rows, 1, steps, "by phase")
+
+
+def option(argv: list[str], name: str) -> str | None:
+    return next((arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{name}=")), None)
+
+
+def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
+    """Runs the track's main with every kernel listed; returns its log's path and its count of profiled steps."""
+    needed = {name: option(argv, name) for name in ("profile_steps", "logs_dir", "run_id")}
+    if None in needed.values():
+        raise SystemExit("error: give --profile_steps, --logs_dir and --run_id, so that the log can be read after")
+    module = load_script(SCRIPTS[track])
+    module.longest_kernels.__defaults__ = (sys.maxsize,)
+    module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
+    sys.argv = [str(SCRIPTS[track]), *argv]
+    module.main()
+    return Path(needed["logs_dir"]) / f"{needed['run_id']}.txt", int(needed["profile_steps"])
+
+
+def main(argv: list[str]):
+    if argv and argv[0] in SCRIPTS:
+        log, steps = run_track(argv[0], argv[1:])
+    elif (log := option(argv, "log")) and (steps := option(argv, "steps")):
+        log, steps = Path(log), int(steps)
+    else:
+        raise SystemExit("usage: perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [args...]"
+                         " | --log=PATH --steps=N")
+    print("\n".join(report(log.read_text(), steps, script_kernels())))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,77 @@
+"""perf/kernel_census.py on the CPU: its categories and phases on a made-up log and on a record's real profile, and
+that the two functions it widens in the track scripts still take the count it sets."""
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perf"))
+import kernel_census  # noqa: E402
+
+REAL_LOG = "records/track_1_short/2026-12-04_FP8QKVForward/call4_main_profiled.txt"  # 2 profiled steps
+FORWARD = "## Call CompiledFxGraph abc ## < CompiledFunction < Torch-Compiled Region: 0/0"
+BACKWARD = "## Call CompiledFxGraph def ## < CompiledFunctionBackward < autograd::engine::evaluate_function"
+MADE_UP_LOG = f"""step:1/2 train_loss:10.8
+Self CUDA time total: 40.000ms
+kernel 10.0 ms in 4 calls: triton_tem_fused_flex_attention_backward_1 [from {BACKWARD}]
+kernel 8.0 ms in 4 calls: nvjet_sm90_qqtst_x [from aten::_scaled_mm < nanogpt::fp8_mlp < {FORWARD}]
+kernel 6.0 ms in 4 calls: nvjet_sm90_tst_y [from aten::mm < {BACKWARD}]
+kernel 4.0 ms in 2 calls: softcap_ce_kernel [from nanogpt::fp8_head_ce < {FORWARD}]
+kernel 3.0 ms in 6 calls: triton_poi_fused_add_2 [from {FORWARD}]
+kernel 2.0 ms in 2 calls: triton_red_fused_sum_3 [from {BACKWARD}]
+kernel 1.0 ms in 8 calls: void at::native::vectorized_elementwise_kernel<4> [from aten::add_ < AccumulateGrad]
+kernel 0.5 ms in 2 calls: sym_matmul_kernel [from nanogpt::sym_matmul < Optimizer.step#Muon.step]
+kernel 0.5 ms in 2 calls: some_vendor_kernel
+"""
+
+
+def rows_by(lines: list[str], title: str) -> dict[str, str]:
+    """A table's lines by their group name (the text before the column of ms)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"== {title}"))
+    rows = {}
+    for line in lines[start + 1:]:
+        if line.startswith("=="):
+            break
+        rows[line[:28].strip()] = line[28:]
+    return rows
+
+
+def test_made_up_log_sums_each_kind_and_phase_per_step():
+    lines = kernel_census.report(MADE_UP_LOG, 2, kernel_census.script_kernels())
+    assert lines[0] == "listed kernels: 17.5 ms of the profile's 20.0 ms of GPU time a step (9 kernels)"
+    kinds = rows_by(lines, "by kind")
+    assert list(kinds) == ["FlexAttention", "cuBLAS FP8 GEMMs", "cuBLAS bf16 GEMMs", "the script's Triton kernels",
+                           "inductor pointwise", "inductor reductions", "ATen elementwise", "other"]
+    assert kinds["FlexAttention"].split()[:4] == ["5.00", "ms", "28.6%", "2"]
+    assert kinds["the script's Triton kernels"].split()[:4] == ["2.25", "ms", "12.9%", "2"]  # softcap_ce + sym
+    phases = rows_by(lines, "by phase")
+    assert {name: row.split()[0] for name, row in phases.items()} == {
+        "backward": "9.00", "forward": "7.50", "gradient accumulation": "0.50", "optimizer": "0.25", "other": "0.25"}
+
+
+def test_a_records_profile_attributes_every_line():
+    text = Path(REAL_LOG).read_text()
+    rows = kernel_census.census(text, kernel_census.script_kernels())
+    assert len(rows) == 30 and sum(row[2] for row in rows) == pytest.approx(124.6)
+    flex = sum(row[2] for row in rows if row[0] == "FlexAttention")
+    assert flex == pytest.approx(15.4 + 3.2 + 2.4 + 2.0 + 1.2)
+    assert {row[4] for row in rows if row[0] == "the script's Triton kernels"} == {
+        "relu_square_grads_kernel", "softcap_ce_kernel", "attention_inputs_backward_kernel", "transpose_kernel",
+        "sym_matmul_kernel", "attention_inputs_kernel"}
+    assert kernel_census.profiled_ms(text) == pytest.approx(144.401)
+    assert kernel_census.profiled_ms("Self CUDA time total: 1.124s") == pytest.approx(1124.0)
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_the_functions_it_widens_still_take_a_count(script):
+    module = kernel_census.load_script(kernel_census.ROOT / script)
+    for function in (module.longest_kernels, module.kernel_launchers):
+        defaults = [p.default for p in inspect.signature(function).parameters.values()
+                    if p.default is not inspect.Parameter.empty]
+        assert len(defaults) == 1 and isinstance(defaults[0], int), function.__name__
+
+
+def test_a_run_without_a_readable_log_path_stops_before_running():
+    with pytest.raises(SystemExit, match="give --profile_steps, --logs_dir and --run_id"):
+        kernel_census.run_track("short", ["--profile_steps=2", "--device=cpu"])
