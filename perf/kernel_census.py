@@ -7,6 +7,7 @@ python perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_i
 python perf/kernel_census.py --log=PATH --steps=N  ->  the tables from an existing log of N profiled steps.
 Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the category's longest kernels.
 """
+import os
 import re
 import sys
 from pathlib import Path
@@ -115,7 +116,7 @@ def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
     module = load_script(SCRIPTS[track])
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
-    sys.argv = [str(SCRIPTS[track]), *argv]
+    sys.argv = [os.path.relpath(SCRIPTS[track]), *argv]  # the log's command line, as a plain run would write it
     module.main()
     return Path(needed["logs_dir"]) / f"{needed['run_id']}.txt", int(needed["profile_steps"])
 
