@@ -1432,8 +1432,8 @@ class CausalSelfAttention(nn.Module):
         y = attend(q, k, v, mask, self.scale)
         # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
         y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
-        # bf16: FlexAttention's kernel takes the gate's product into its output, but not a float8 cast's row
-        # reduction, which cost what the FP8 GEMM saved (perf/NOTES.md, session 44)
+        # bf16: in FP8 the gated y needs a rowwise cast (a row reduction, fused with the gate's product into a
+        # kernel of its own), which cost what the FP8 GEMM saved (perf/NOTES.md, sessions 44 and 48)
         return y.flatten(2) @ self.qkvo_w[3].type_as(y)
 
 
