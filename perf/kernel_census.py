@@ -5,12 +5,13 @@ profiled step into categories, so that the many short kernels the 30 leave out a
 python perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [script args...]  ->  the run
     (the track script's own main, every kernel listed), then the tables from its log D/R.txt.
 python perf/kernel_census.py --log=PATH --steps=N  ->  the tables from an existing log of N profiled steps.
-Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the category's longest kernels.
+Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the group's longest kernels.
 """
 import os
 import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import triton
 
@@ -29,7 +30,17 @@ def script_kernels() -> set[str]:
             if isinstance(value, triton.runtime.jit.KernelInterface)}
 
 
-def category(name: str, launchers: str, own_kernels: set[str]) -> str:
+class KernelLine(NamedTuple):
+    """One `kernel ...` log line: the kernel's kind and phase (below), total ms and calls, name and launchers."""
+    kind: str
+    phase: str
+    ms: float
+    calls: int
+    name: str
+    launchers: str
+
+
+def kind_of(name: str, launchers: str, own_kernels: set[str]) -> str:
     if "flex_attention" in name:
         return "FlexAttention"
     if "aten::_scaled_mm" in launchers:
@@ -49,7 +60,7 @@ def category(name: str, launchers: str, own_kernels: set[str]) -> str:
     return "other"
 
 
-def phase(launchers: str) -> str:
+def phase_of(launchers: str) -> str:
     """The part of a step that launched a kernel, from its launchers' chain (the head's fused backward runs in the
     forward's custom op, so it counts there)."""
     if "Optimizer.step" in launchers:
@@ -63,27 +74,28 @@ def phase(launchers: str) -> str:
     return "other"
 
 
-def census(log_text: str, own_kernels: set[str]) -> list[tuple[str, str, float, int, str, str]]:
-    """(category, phase, ms, calls, name, launchers) of each kernel line in a log."""
+def census(log_text: str, own_kernels: set[str]) -> list[KernelLine]:
     rows = []
     for line in log_text.splitlines():
         match = KERNEL_LINE.match(line)
         if match:
             ms, calls, name, launchers = float(match[1]), int(match[2]), match[3], match[4] or ""
-            rows.append((category(name, launchers, own_kernels), phase(launchers), ms, calls, name, launchers))
+            rows.append(KernelLine(kind_of(name, launchers, own_kernels), phase_of(launchers), ms, calls, name,
+                                   launchers))
     return rows
 
 
-def table(rows, key: int, steps: int, title: str) -> list[str]:
-    total = sum(row[2] for row in rows)
+def table(rows: list[KernelLine], field: str, steps: int) -> list[str]:
+    """One line per value of field (kind or phase), the longest total first."""
+    total = sum(row.ms for row in rows)
     groups = {}
     for row in rows:
-        groups.setdefault(row[key], []).append(row)
-    lines = [f"== {title}: ms a profiled step (of {total / steps:.1f} ms of listed kernels), share, calls a step, "
+        groups.setdefault(getattr(row, field), []).append(row)
+    lines = [f"== by {field}: ms a profiled step (of {total / steps:.1f} ms of listed kernels), share, calls a step, "
              "longest kernels"]
-    for group, members in sorted(groups.items(), key=lambda item: -sum(row[2] for row in item[1])):
-        ms, calls = sum(row[2] for row in members), sum(row[3] for row in members)
-        longest = ", ".join(f"{row[4][:48]} {row[2] / steps:.2f}" for row in sorted(members, key=lambda r: -r[2])[:3])
+    for group, members in sorted(groups.items(), key=lambda item: -sum(row.ms for row in item[1])):
+        ms, calls = sum(row.ms for row in members), sum(row.calls for row in members)
+        longest = ", ".join(f"{row.name[:48]} {row.ms / steps:.2f}" for row in sorted(members, key=lambda r: -r.ms)[:3])
         lines.append(f"{group:28s} {ms / steps:8.2f} ms {ms / total:6.1%} {calls / steps:7.0f}  {longest}")
     return lines
 
@@ -98,10 +110,10 @@ def report(log_text: str, steps: int, own_kernels: set[str]) -> list[str]:
     rows = census(log_text, own_kernels)
     if not rows:
         raise SystemExit("error: the log has no 'kernel ... ms in N calls' lines; run with --profile_steps")
-    listed, total = sum(row[2] for row in rows), profiled_ms(log_text)
+    listed, total = sum(row.ms for row in rows), profiled_ms(log_text)
     coverage = [] if total is None else [f"listed kernels: {listed / steps:.1f} ms of the profile's "
                                          f"{total / steps:.1f} ms of GPU time a step ({len(rows)} kernels)"]
-    return coverage + table(rows, 0, steps, "by kind") + table(rows, 1, steps, "by phase")
+    return coverage + table(rows, "kind", steps) + table(rows, "phase", steps)
 
 
 def option(argv: list[str], name: str) -> str | None:

@@ -53,10 +53,10 @@ def test_made_up_log_sums_each_kind_and_phase_per_step():
 def test_a_records_profile_attributes_every_line():
     text = Path(REAL_LOG).read_text()
     rows = kernel_census.census(text, kernel_census.script_kernels())
-    assert len(rows) == 30 and sum(row[2] for row in rows) == pytest.approx(124.6)
-    flex = sum(row[2] for row in rows if row[0] == "FlexAttention")
+    assert len(rows) == 30 and sum(row.ms for row in rows) == pytest.approx(124.6)
+    flex = sum(row.ms for row in rows if row.kind == "FlexAttention")
     assert flex == pytest.approx(15.4 + 3.2 + 2.4 + 2.0 + 1.2)
-    assert {row[4] for row in rows if row[0] == "the script's Triton kernels"} == {
+    assert {row.name for row in rows if row.kind == "the script's Triton kernels"} == {
         "relu_square_grads_kernel", "softcap_ce_kernel", "attention_inputs_backward_kernel", "transpose_kernel",
         "sym_matmul_kernel", "attention_inputs_kernel"}
     assert kernel_census.profiled_ms(text) == pytest.approx(144.401)
