@@ -9,7 +9,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perf"))
 import kernel_census  # noqa: E402
 
-REAL_LOG = "records/track_1_short/2026-12-04_FP8QKVForward/call4_main_profiled.txt"  # 2 profiled steps
+REAL_LOG = (Path(__file__).resolve().parents[1] / "records/track_1_short/2026-12-04_FP8QKVForward"
+            / "call4_main_profiled.txt")  # 2 profiled steps
 FORWARD = "## Call CompiledFxGraph abc ## < CompiledFunction < Torch-Compiled Region: 0/0"
 BACKWARD = "## Call CompiledFxGraph def ## < CompiledFunctionBackward < autograd::engine::evaluate_function"
 MADE_UP_LOG = f"""step:1/2 train_loss:10.8
@@ -51,7 +52,7 @@ def test_made_up_log_sums_each_kind_and_phase_per_step():
 
 
 def test_a_records_profile_attributes_every_line():
-    text = Path(REAL_LOG).read_text()
+    text = REAL_LOG.read_text()
     rows = kernel_census.census(text, kernel_census.script_kernels())
     assert len(rows) == 30 and sum(row.ms for row in rows) == pytest.approx(124.6)
     flex = sum(row.ms for row in rows if row.kind == "FlexAttention")
