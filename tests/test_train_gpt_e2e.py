@@ -184,7 +184,8 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     startup, training, validation, total = map(float, times.groups())
     last_ms = int(re.findall(r"^step:6/6 val_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
     assert startup == warmup_end and training == pytest.approx(last_ms / 1000, abs=0.051)
-    assert validation > 0 and startup + training + validation <= total + 0.1
+    # each printed to 0.1 s: the parts' three roundings and the total's can leave the sum up to 0.2 s above it
+    assert validation > 0 and round(startup + training + validation - total, 6) <= 0.2
 
 
 def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tmp_path):
