@@ -1,8 +1,10 @@
-"""perf/proxy_common.sh, the device runs' shell helpers, and perf/ab.sh built on them: keep_kernel_sources copies, for
-a profiled run, the inductor source of each Triton kernel that the log lists among the longest, so that a slow fused
-kernel can be read; ab.sh keeps each GPU's caches and compile artifacts apart."""
+"""perf/proxy_common.sh, the device runs' shell helpers, and perf/ab.sh and perf/startup_ab.sh built on them:
+keep_kernel_sources copies, for a profiled run, the inductor source of each Triton kernel that the log lists among the
+longest, so that a slow fused kernel can be read; ab.sh keeps each GPU's caches and compile artifacts apart;
+startup_ab.sh runs two versions' warm starts in turn from the track script's path and restores it."""
 
 import os
+import re
 import subprocess
 
 
@@ -50,6 +52,42 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert f"gpu={gpu} inductor={caches}/gpu{gpu}/inductor " in console
         assert f"--compile_cache={caches}/gpu{gpu}/compile_cache_train_gpt.bin " in console
         assert console.rstrip().endswith(f"--seed={seed}")
+
+
+def test_startup_ab_runs_a_b_b_a_a_b_from_the_track_scripts_path_and_restores_it(tmp_path, repo_root):
+    """A stand-in python records which version sat at train_gpt.py for each run and answers with the run's position
+    as its start-up seconds; each version keeps its own artifact file; the summary averages each version's three."""
+    (tmp_path / "perf").mkdir()
+    for name in ("proxy_common.sh", "startup_ab.sh"):
+        (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
+    (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
+    (tmp_path / "a.py").write_text("# version A\n")
+    (tmp_path / "b.py").write_text("# version B\n")
+    bin_dir, runs = tmp_path / "bin", tmp_path / "runs.txt"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f"""#!/usr/bin/env bash
+echo "$(head -n 1 train_gpt.py) $*" >> {runs}
+echo "startup: first timed step at $(wc -l < {runs}).0s"
+""")
+    (bin_dir / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    result = subprocess.run(["bash", "perf/startup_ab.sh", "short", "out", "a.py", "b.py", "--seed=1"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = runs.read_text().splitlines()
+    assert [line.split()[2] for line in lines] == list("ABABBAAB")  # cold A, first B, then A B B A A B
+    caches = {line.split()[2]: re.search(r"--compile_cache=(\S+)", line)[1] for line in lines}
+    assert len(set(caches.values())) == 2  # one artifact file a version, the same for all its runs
+    assert all(f"--compile_cache={caches[line.split()[2]]} " in line for line in lines)
+    assert all(line.endswith("--seed=1") for line in lines)
+    assert result.stdout.splitlines()[-2:] == ["A: 3.0 6.0 7.0 s, mean 5.3 s", "B: 4.0 5.0 8.0 s, mean 5.7 s"]
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
+
+
+def test_startup_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root):
+    result = subprocess.run(["bash", str(repo_root / "perf" / "startup_ab.sh"), "short", "out", "a.py"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr == "error: give two script files, A then B\n"
 
 
 def test_pack_without_shards_is_one_error_line_and_writes_nothing(tmp_path, repo_root):
