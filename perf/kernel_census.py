@@ -16,6 +16,7 @@ from typing import NamedTuple
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mlp_bench import option_values  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
@@ -116,28 +117,24 @@ def report(log_text: str, steps: int, own_kernels: set[str]) -> list[str]:
     return coverage + table(rows, "kind", steps) + table(rows, "phase", steps)
 
 
-def option(argv: list[str], name: str) -> str | None:
-    return next((arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{name}=")), None)
-
-
 def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
     """Runs the track's main with every kernel listed; returns its log's path and its count of profiled steps."""
-    needed = {name: option(argv, name) for name in ("profile_steps", "logs_dir", "run_id")}
-    if None in needed.values():
+    needed = {name: option_values(argv, name)[-1:] for name in ("profile_steps", "logs_dir", "run_id")}
+    if not all(needed.values()):
         raise SystemExit("error: give --profile_steps, --logs_dir and --run_id, so that the log can be read after")
     module = load_script(SCRIPTS[track])
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
     sys.argv = [os.path.relpath(SCRIPTS[track]), *argv]  # the log's command line, as a plain run would write it
     module.main()
-    return Path(needed["logs_dir"]) / f"{needed['run_id']}.txt", int(needed["profile_steps"])
+    return Path(needed["logs_dir"][0]) / f"{needed['run_id'][0]}.txt", int(needed["profile_steps"][0])
 
 
 def main(argv: list[str]):
     if argv and argv[0] in SCRIPTS:
         log, steps = run_track(argv[0], argv[1:])
-    elif (log := option(argv, "log")) and (steps := option(argv, "steps")):
-        log, steps = Path(log), int(steps)
+    elif (log := option_values(argv, "log")) and (steps := option_values(argv, "steps")):
+        log, steps = Path(log[-1]), int(steps[-1])
     else:
         raise SystemExit("usage: perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [args...]"
                          " | --log=PATH --steps=N")
