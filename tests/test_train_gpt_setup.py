@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -453,19 +454,31 @@ def test_the_start_ups_kernel_builds_launch_every_kernel_a_custom_op_launches(sc
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_kernel_builds_run_on_worker_threads_and_a_failed_one_raises_when_they_finish(script):
-    threads = []
+def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_raises_when_they_finish(script):
+    events, lock = [], threading.Lock()
 
-    def build():
-        threads.append(threading.get_ident())
+    def build(name: str, error: Exception | None = None):
+        def launch():
+            with lock:
+                events.append(("start", name, threading.get_ident()))
+            time.sleep(0.05)
+            with lock:
+                events.append(("end", name, threading.get_ident()))
+            if error is not None:
+                raise error
+        return launch
 
-    note = script.KernelBuilds([build, build], torch.device("cpu")).finish()
-    assert re.fullmatch(r"startup: 2 kernel launches built on worker threads in [\d.]+s", note), note
-    assert len(threads) == 2 and threading.get_ident() not in threads
+    note = script.KernelBuilds([build("a"), build("b"), build("c")], torch.device("cpu")).finish()
+    assert re.fullmatch(r"startup: 3 kernel launches built on worker threads in [\d.]+s", note), note
+    assert [event[:2] for event in events[:2]] == [("start", "a"), ("end", "a")]  # the others wait for the first
+    assert sorted(event[:2] for event in events[2:]) == [("end", "b"), ("end", "c"), ("start", "b"), ("start", "c")]
+    assert threading.get_ident() not in {event[2] for event in events}
 
-    def failing_build():
-        raise RuntimeError("ptxas failed")
-
-    builds = script.KernelBuilds([failing_build, build], torch.device("cpu"))
-    with pytest.raises(RuntimeError, match="ptxas failed"):
-        builds.finish()
+    for failing_at in (0, 1):  # the first (the others never run) or another
+        events.clear()
+        launches = [build(name, RuntimeError("ptxas failed") if i == failing_at else None)
+                    for i, name in enumerate("ab")]
+        builds = script.KernelBuilds(launches, torch.device("cpu"))
+        with pytest.raises(RuntimeError, match="ptxas failed"):
+            builds.finish()
+        assert len(events) == (2 if failing_at == 0 else 4)
