@@ -2089,9 +2089,9 @@ class KernelBuilds:
         self.futures = [self.pool.submit(self.first_then_others, first, others)]
 
     def first_then_others(self, first, others: list) -> float:
-        """The first launch alone, then the others queued: a process's first Triton build does Triton's one-time
-        set-up, which nine threads at once each repeated under the GIL (4.2-4.4 s each, all ending together, in a
-        warm start on the H200 machine, while the main thread's start-up crawled; session 48)."""
+        """The first launch alone, then the others queued: a process's first Triton build computes Triton's cache key
+        (a hash of its files and libtriton.so, kept for the process), which nine threads at once each computed (4.2-4.4
+        s each, all ending together, in a warm start on the H200 machine, while the main thread crawled; session 48)."""
         finished = self.finished_at(first)
         self.futures += [self.pool.submit(self.finished_at, launch) for launch in others]
         return finished
