@@ -2075,14 +2075,22 @@ def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
         sym_matmul_triton(product, product, 1.0, 0.0, 1.0)
 
 
+BUILDS_SWITCH_INTERVAL = 0.0005  # seconds
+
+
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
     thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
     start built them one after another inside warmup step 1, 0.5-1.6 s each
-    (records/track_1_short/2026-12-02_KernelBuildsAhead)."""
+    (records/track_1_short/2026-12-02_KernelBuildsAhead). While they run, the interpreter offers the GIL every 0.5 ms
+    instead of 5: a thread back from I/O or a C call waits that long for a thread running Python to let go, so each
+    thread's reads and imports crawled beside the other's Python (on the CPU, Triton's cache key hashes libtriton.so
+    in 1-MiB reads: 0.27 s alone, 4.85 s beside a busy thread, 0.80 s at 0.5 ms)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
+        self.switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(BUILDS_SWITCH_INTERVAL)
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
         first, *others = launches
@@ -2107,9 +2115,12 @@ class KernelBuilds:
 
     def finish(self) -> str:
         """Waits for the builds (a failed one raises its error here) and says how long they took."""
-        self.futures[0].result()  # it queues the others before it returns
-        done = max(future.result() for future in self.futures)
-        self.pool.shutdown()
+        try:
+            self.futures[0].result()  # it queues the others before it returns
+            done = max(future.result() for future in self.futures)
+        finally:
+            self.pool.shutdown()
+            sys.setswitchinterval(self.switch_interval)
         return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 

@@ -456,11 +456,13 @@ def test_the_start_ups_kernel_builds_launch_every_kernel_a_custom_op_launches(sc
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_raises_when_they_finish(script):
     events, lock = [], threading.Lock()
+    switch_interval = sys.getswitchinterval()
 
     def build(name: str, error: Exception | None = None):
         def launch():
             with lock:
                 events.append(("start", name, threading.get_ident()))
+                assert sys.getswitchinterval() == script.BUILDS_SWITCH_INTERVAL < switch_interval
             time.sleep(0.05)
             with lock:
                 events.append(("end", name, threading.get_ident()))
@@ -473,6 +475,7 @@ def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_ra
     assert [event[:2] for event in events[:2]] == [("start", "a"), ("end", "a")]  # the others wait for the first
     assert sorted(event[:2] for event in events[2:]) == [("end", "b"), ("end", "c"), ("start", "b"), ("start", "c")]
     assert threading.get_ident() not in {event[2] for event in events}
+    assert sys.getswitchinterval() == switch_interval  # restored for training
 
     for failing_at in (0, 1):  # the first (the others never run) or another
         events.clear()
@@ -481,4 +484,5 @@ def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_ra
         builds = script.KernelBuilds(launches, torch.device("cpu"))
         with pytest.raises(RuntimeError, match="ptxas failed"):
             builds.finish()
+        assert sys.getswitchinterval() == switch_interval
         assert len(events) == (2 if failing_at == 0 else 4)
