@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Warm starts of two versions of a track's script on one machine, A B B A A B, after a cold start of A and a first
-# start of B (neither counted): for start-up changes, whose gain (a few seconds) is inside one machine's spread of
-# warm starts (1.5-3 s, perf/NOTES.md session 48). Each version is copied over the track's script in turn, so that
-# both share every inductor and Triton cache and their logs name the same script; each keeps its own --compile_cache
-# file, as a user rerunning one command would. The track's script is restored at the end.
-# Usage (on the device): bash perf/startup_ab.sh short|medium OUT_DIR SCRIPT_A SCRIPT_B [overrides]
+# Start-ups of two versions of a track's script on one machine, for start-up changes, whose gain (a few seconds) is
+# inside one machine's spread (warm starts: 1.5-3 s, perf/NOTES.md session 48). Each version is copied over the
+# track's script in turn, so that their logs name the same script. The track's script is restored at the end.
+#   warm (default): a cold start of A and a first start of B (neither counted), then warm starts A B B A A B; both
+#     versions share every inductor and Triton cache, and each keeps its own --compile_cache file, as a user rerunning
+#     one command would.
+#   --cold: cold starts A B B A, each with empty inductor and Triton caches and no --compile_cache file, as on a fresh
+#     machine (each run's caches are deleted after it).
+# Usage (on the device): bash perf/startup_ab.sh [--cold] short|medium OUT_DIR SCRIPT_A SCRIPT_B [overrides]
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
+cold=false
+[ "${1:-}" = --cold ] && { cold=true; shift; }
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 [ $# -ge 2 ] && [ -f "$1" ] && [ -f "$2" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
 script=$(track_script "$track") || exit 2
@@ -22,19 +27,40 @@ start() {  # version (A or B), run name, overrides...
         --val_loss_every=0 --grad_accum_steps=1 "$@" > /dev/null
 }
 
+start_cold() {  # version, run name, overrides...: empty caches of its own, deleted after the run
+    local version=$1 name=$2 caches="$versions/cold/$2"; shift 2
+    mkdir -p "$caches/inductor" "$caches/triton" "$caches/artifacts"
+    cp "$versions/$version.py" "$script"
+    TORCHINDUCTOR_CACHE_DIR="$caches/inductor" TRITON_CACHE_DIR="$caches/triton" PROXY_ARTIFACTS="$caches/artifacts" \
+        proxy_run "$script" "$out" "$name" --num_iterations=20 --val_loss_every=0 --grad_accum_steps=1 "$@" > /dev/null
+    rm -rf "$caches"
+}
+
 first_timed_step() {  # run name: the seconds of its log's start-up line
     grep -o 'first timed step at [0-9.]*s' "$out/$1.out" | grep -o '[0-9.]*' | head -n 1
 }
 
-start A cold_A "$@"
-start B first_B "$@"
-for name in A1 B1 B2 A2 A3 B3; do
-    start "${name:0:1}" "warm_$name" "$@"
-done
-echo "== warm starts (process start to the first timed step), A B B A A B"
-for version in A B; do
-    seconds=()
-    for i in 1 2 3; do seconds+=("$(first_timed_step "warm_$version$i")"); done
-    mean=$(printf '%s\n' "${seconds[@]}" | awk '{ sum += $1; n += ($1 != "") } END { if (n) printf "%.1f", sum / n }')
-    echo "$version: ${seconds[*]} s, mean ${mean:-?} s"
-done
+summary() {  # title, run name prefix, runs a version: each version's seconds and mean
+    echo "== $1 (process start to the first timed step)"
+    for version in A B; do
+        seconds=()
+        for i in $(seq "$3"); do seconds+=("$(first_timed_step "$2$version$i")"); done
+        mean=$(printf '%s\n' "${seconds[@]}" |
+            awk '{ sum += $1; n += ($1 != "") } END { if (n) printf "%.1f", sum / n }')
+        echo "$version: ${seconds[*]} s, mean ${mean:-?} s"
+    done
+}
+
+if $cold; then
+    for name in A1 B1 B2 A2; do
+        start_cold "${name:0:1}" "cold_$name" "$@"
+    done
+    summary "cold starts, empty caches, A B B A" cold_ 2
+else
+    start A cold_A "$@"
+    start B first_B "$@"
+    for name in A1 B1 B2 A2 A3 B3; do
+        start "${name:0:1}" "warm_$name" "$@"
+    done
+    summary "warm starts, A B B A A B" warm_ 3
+fi

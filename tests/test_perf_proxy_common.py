@@ -1,7 +1,7 @@
 """perf/proxy_common.sh, the device runs' shell helpers, and perf/ab.sh and perf/startup_ab.sh built on them:
 keep_kernel_sources copies, for a profiled run, the inductor source of each Triton kernel that the log lists among the
 longest, so that a slow fused kernel can be read; ab.sh keeps each GPU's caches and compile artifacts apart;
-startup_ab.sh runs two versions' warm starts in turn from the track script's path and restores it."""
+startup_ab.sh runs two versions' warm or cold starts in turn from the track script's path and restores it."""
 
 import os
 import re
@@ -81,6 +81,42 @@ echo "startup: first timed step at $(wc -l < {runs}).0s"
     assert all(f"--compile_cache={caches[line.split()[2]]} " in line for line in lines)
     assert all(line.endswith("--seed=1") for line in lines)
     assert result.stdout.splitlines()[-2:] == ["A: 3.0 6.0 7.0 s, mean 5.3 s", "B: 4.0 5.0 8.0 s, mean 5.7 s"]
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
+
+
+def test_startup_ab_cold_runs_a_b_b_a_each_from_empty_caches_of_its_own(tmp_path, repo_root):
+    """A stand-in python records, for each run, the version at train_gpt.py, its inductor and Triton cache folders
+    (how many entries each held when it started), whether its --compile_cache file existed and how many runs' caches
+    were on disk, then fills them as a compile would; every run must start from empty folders of its own, deleted
+    after it."""
+    (tmp_path / "perf").mkdir()
+    for name in ("proxy_common.sh", "startup_ab.sh"):
+        (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
+    (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
+    (tmp_path / "a.py").write_text("# version A\n")
+    (tmp_path / "b.py").write_text("# version B\n")
+    bin_dir, runs = tmp_path / "bin", tmp_path / "runs.txt"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f"""#!/usr/bin/env bash
+cache=$(printf '%s\\n' "$@" | sed -n 's/^--compile_cache=//p')
+echo "$(head -n 1 train_gpt.py) $TORCHINDUCTOR_CACHE_DIR $(ls -A "$TORCHINDUCTOR_CACHE_DIR" | wc -l) \\
+$TRITON_CACHE_DIR $(ls -A "$TRITON_CACHE_DIR" | wc -l) $([ -e "$cache" ] && echo file || echo none) \\
+$(ls "$(dirname "$(dirname "$TORCHINDUCTOR_CACHE_DIR")")" | wc -l) $*" >> {runs}
+touch "$TORCHINDUCTOR_CACHE_DIR/graph" "$TRITON_CACHE_DIR/kernel" "$cache"
+echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
+""")
+    (bin_dir / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    result = subprocess.run(["bash", "perf/startup_ab.sh", "--cold", "short", "out", "a.py", "b.py", "--seed=1"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    runs_seen = [line.split() for line in runs.read_text().splitlines()]
+    assert [run[2] for run in runs_seen] == list("ABBA")
+    assert all(run[4] == "0" and run[6] == "0" and run[7] == "none" for run in runs_seen)  # empty, no artifact file
+    assert len({folder for run in runs_seen for folder in (run[3], run[5])}) == 8  # their own
+    assert [run[8] for run in runs_seen] == ["1"] * 4  # the earlier runs' caches deleted
+    assert all(" ".join(run).endswith("--seed=1") for run in runs_seen)
+    assert result.stdout.splitlines()[-2:] == ["A: 10.0 40.0 s, mean 25.0 s", "B: 20.0 30.0 s, mean 25.0 s"]
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
 
 
