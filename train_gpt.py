@@ -2085,7 +2085,8 @@ class KernelBuilds:
     (records/track_1_short/2026-12-02_KernelBuildsAhead). While they run, the interpreter offers the GIL every 0.5 ms
     instead of 5: a thread back from I/O or a C call waits that long for a thread running Python to let go, so each
     thread's reads and imports crawled beside the other's Python (on the CPU, Triton's cache key hashes libtriton.so
-    in 1-MiB reads: 0.27 s alone, 4.85 s beside a busy thread, 0.80 s at 0.5 ms)."""
+    in 1-MiB reads: 0.27 s alone, 4.97 s beside a busy thread, 0.82 s at 0.5 ms; warm start -2.3 s on the H200
+    machine, records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
