@@ -54,26 +54,33 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert console.rstrip().endswith(f"--seed={seed}")
 
 
-def test_startup_ab_runs_a_b_b_a_a_b_from_the_track_scripts_path_and_restores_it(tmp_path, repo_root):
-    """A stand-in python records which version sat at train_gpt.py for each run and answers with the run's position
-    as its start-up seconds; each version keeps its own artifact file; the summary averages each version's three."""
+def run_startup_ab(tmp_path, repo_root, stand_in_python: str, *options: str) -> subprocess.CompletedProcess:
+    """perf/startup_ab.sh (with options before the track) run on versions a.py and b.py from a copy of the perf
+    helpers, with a stand-in python (a bash body) on the PATH; train_gpt.py holds "# main as checked out"."""
     (tmp_path / "perf").mkdir()
     for name in ("proxy_common.sh", "startup_ab.sh"):
         (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
     (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
     (tmp_path / "a.py").write_text("# version A\n")
     (tmp_path / "b.py").write_text("# version B\n")
-    bin_dir, runs = tmp_path / "bin", tmp_path / "runs.txt"
-    bin_dir.mkdir()
-    (bin_dir / "python").write_text(f"""#!/usr/bin/env bash
-echo "$(head -n 1 train_gpt.py) $*" >> {runs}
-echo "startup: first timed step at $(wc -l < {runs}).0s"
-""")
-    (bin_dir / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
-    result = subprocess.run(["bash", "perf/startup_ab.sh", "short", "out", "a.py", "b.py", "--seed=1"],
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
+    (tmp_path / "bin" / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    result = subprocess.run(["bash", "perf/startup_ab.sh", *options, "short", "out", "a.py", "b.py", "--seed=1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"  # restored
+    return result
+
+
+def test_startup_ab_runs_a_b_b_a_a_b_from_the_track_scripts_path_and_restores_it(tmp_path, repo_root):
+    """A stand-in python records which version sat at train_gpt.py for each run and answers with the run's position
+    as its start-up seconds; each version keeps its own artifact file; the summary averages each version's three."""
+    runs = tmp_path / "runs.txt"
+    result = run_startup_ab(tmp_path, repo_root, f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
+echo "startup: first timed step at $(wc -l < {runs}).0s"
+""")
     lines = runs.read_text().splitlines()
     assert [line.split()[2] for line in lines] == list("ABABBAAB")  # cold A, first B, then A B B A A B
     caches = {line.split()[2]: re.search(r"--compile_cache=(\S+)", line)[1] for line in lines}
@@ -81,7 +88,6 @@ echo "startup: first timed step at $(wc -l < {runs}).0s"
     assert all(f"--compile_cache={caches[line.split()[2]]} " in line for line in lines)
     assert all(line.endswith("--seed=1") for line in lines)
     assert result.stdout.splitlines()[-2:] == ["A: 3.0 6.0 7.0 s, mean 5.3 s", "B: 4.0 5.0 8.0 s, mean 5.7 s"]
-    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
 
 
 def test_startup_ab_cold_runs_a_b_b_a_each_from_empty_caches_of_its_own(tmp_path, repo_root):
@@ -89,27 +95,14 @@ def test_startup_ab_cold_runs_a_b_b_a_each_from_empty_caches_of_its_own(tmp_path
     (how many entries each held when it started), whether its --compile_cache file existed and how many runs' caches
     were on disk, then fills them as a compile would; every run must start from empty folders of its own, deleted
     after it."""
-    (tmp_path / "perf").mkdir()
-    for name in ("proxy_common.sh", "startup_ab.sh"):
-        (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
-    (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
-    (tmp_path / "a.py").write_text("# version A\n")
-    (tmp_path / "b.py").write_text("# version B\n")
-    bin_dir, runs = tmp_path / "bin", tmp_path / "runs.txt"
-    bin_dir.mkdir()
-    (bin_dir / "python").write_text(f"""#!/usr/bin/env bash
-cache=$(printf '%s\\n' "$@" | sed -n 's/^--compile_cache=//p')
+    runs = tmp_path / "runs.txt"
+    result = run_startup_ab(tmp_path, repo_root, f"""cache=$(printf '%s\\n' "$@" | sed -n 's/^--compile_cache=//p')
 echo "$(head -n 1 train_gpt.py) $TORCHINDUCTOR_CACHE_DIR $(ls -A "$TORCHINDUCTOR_CACHE_DIR" | wc -l) \\
 $TRITON_CACHE_DIR $(ls -A "$TRITON_CACHE_DIR" | wc -l) $([ -e "$cache" ] && echo file || echo none) \\
 $(ls "$(dirname "$(dirname "$TORCHINDUCTOR_CACHE_DIR")")" | wc -l) $*" >> {runs}
 touch "$TORCHINDUCTOR_CACHE_DIR/graph" "$TRITON_CACHE_DIR/kernel" "$cache"
 echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
-""")
-    (bin_dir / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
-    result = subprocess.run(["bash", "perf/startup_ab.sh", "--cold", "short", "out", "a.py", "b.py", "--seed=1"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+""", "--cold")
     runs_seen = [line.split() for line in runs.read_text().splitlines()]
     assert [run[2] for run in runs_seen] == list("ABBA")
     assert all(run[4] == "0" and run[6] == "0" and run[7] == "none" for run in runs_seen)  # empty, no artifact file
@@ -117,7 +110,6 @@ echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
     assert [run[8] for run in runs_seen] == ["1"] * 4  # the earlier runs' caches deleted
     assert all(" ".join(run).endswith("--seed=1") for run in runs_seen)
     assert result.stdout.splitlines()[-2:] == ["A: 10.0 40.0 s, mean 25.0 s", "B: 20.0 30.0 s, mean 25.0 s"]
-    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
 
 
 def test_startup_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root):
