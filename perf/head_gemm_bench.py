@@ -5,6 +5,7 @@ and session 27 measured the chunks no faster (perf/NOTES.md).
 python perf/head_gemm_bench.py [--tiny]  ->  one line per (GEMM, chunks): microseconds, TFLOP/s, kernel launches a
 call. --tiny: small shapes on the CPU, timed by the clock, without track 1's FP8 GEMM (the test runs this).
 """
+import functools
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
     logits.normal_(generator=gen).mul_(1e-3)
     for chunks in (1, 2, 4):
         report(f"track 2 grad_x = grad_logits @ w, {chunks} chunks", chunked_mm(logits, w, grad_x, chunks), flops, tiny)
-    report("track 2 grad_w = grad_logits.T @ x, whole", lambda: logits.T @ x, flops, tiny)
+    report("track 2 grad_w = grad_logits.T @ x, whole", functools.partial(torch.matmul, logits.T, x), flops, tiny)
     if tiny:
         return 0
     del logits, grad_x
