@@ -17,9 +17,8 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mlp_bench import option_values  # noqa: E402
-from track_scripts import ROOT, load_script  # noqa: E402
+from track_scripts import SCRIPTS, load_script  # noqa: E402
 
-SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
 LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short of the step's part that launched it)
 KERNEL_LINE = re.compile(r"kernel ([\d.]+) ms in (\d+) calls: (.+?)(?: \[from (.*)\])?$")  # ATen's names hold spaces
 

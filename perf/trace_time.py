@@ -16,9 +16,8 @@ import torch
 from torch._dynamo import symbolic_convert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from track_scripts import ROOT, load_script  # noqa: E402
+from track_scripts import SCRIPTS, load_script  # noqa: E402
 
-SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}
 TINY = ["--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
         "--val_seq_len=256"]
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {"short": ROOT / "train_gpt.py", "medium": ROOT / "train_gpt_medium.py"}  # by track
 
 
 def load_script(path):

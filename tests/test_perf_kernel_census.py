@@ -64,9 +64,9 @@ def test_a_records_profile_attributes_every_line():
     assert kernel_census.profiled_ms("Self CUDA time total: 1.124s") == pytest.approx(1124.0)
 
 
-@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
-def test_the_functions_it_widens_still_take_a_count(script):
-    module = kernel_census.load_script(kernel_census.ROOT / script)
+@pytest.mark.parametrize("track", ["short", "medium"])
+def test_the_functions_it_widens_still_take_a_count(track):
+    module = kernel_census.load_script(kernel_census.SCRIPTS[track])
     for function in (module.longest_kernels, module.kernel_launchers):
         defaults = [p.default for p in inspect.signature(function).parameters.values()
                     if p.default is not inspect.Parameter.empty]
