@@ -20,19 +20,22 @@ cp "$1" "$versions/A.py"; cp "$2" "$versions/B.py"; cp "$script" "$versions/orig
 trap 'cp "$versions/original.py" "$script"; rm -rf "$versions"' EXIT
 unpack_proxy_data
 
-start() {  # version (A or B), run name, overrides...
-    local version=$1 name=$2; shift 2
+run_version() {  # version (A or B), run name, --compile_cache folder, overrides...: a short run from the track's path
+    local version=$1 name=$2 artifacts=$3; shift 3
     cp "$versions/$version.py" "$script"
-    PROXY_ARTIFACTS="$versions/artifacts_$version" proxy_run "$script" "$out" "$name" --num_iterations=20 \
-        --val_loss_every=0 --grad_accum_steps=1 "$@" > /dev/null
+    PROXY_ARTIFACTS="$artifacts" proxy_run "$script" "$out" "$name" --num_iterations=20 --val_loss_every=0 \
+        --grad_accum_steps=1 "$@" > /dev/null
+}
+
+start() {  # version, run name, overrides...: the machine's caches and the version's own artifact file
+    run_version "$1" "$2" "$versions/artifacts_$1" "${@:3}"
 }
 
 start_cold() {  # version, run name, overrides...: empty caches of its own, deleted after the run
-    local version=$1 name=$2 caches="$versions/cold/$2"; shift 2
+    local caches="$versions/cold/$2"
     mkdir -p "$caches/inductor" "$caches/triton" "$caches/artifacts"
-    cp "$versions/$version.py" "$script"
-    TORCHINDUCTOR_CACHE_DIR="$caches/inductor" TRITON_CACHE_DIR="$caches/triton" PROXY_ARTIFACTS="$caches/artifacts" \
-        proxy_run "$script" "$out" "$name" --num_iterations=20 --val_loss_every=0 --grad_accum_steps=1 "$@" > /dev/null
+    TORCHINDUCTOR_CACHE_DIR="$caches/inductor" TRITON_CACHE_DIR="$caches/triton" \
+        run_version "$1" "$2" "$caches/artifacts" "${@:3}"
     rm -rf "$caches"
 }
 
