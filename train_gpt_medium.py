@@ -1723,23 +1723,15 @@ def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
             sym_matmul_triton(product, y=product)
 
 
-BUILDS_SWITCH_INTERVAL = 0.0005  # seconds
-
-
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
     thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
     start built them one after another inside warmup step 1, 0.5-1.6 s each
-    (records/track_1_short/2026-12-02_KernelBuildsAhead). While they run, the interpreter offers the GIL every 0.5 ms
-    instead of 5: a thread back from I/O or a C call waits that long for a thread running Python to let go, so each
-    thread's reads and imports crawled beside the other's Python (on the CPU, Triton's cache key hashes libtriton.so
-    in 1-MiB reads: 0.27 s alone, 4.97 s beside a busy thread, 0.82 s at 0.5 ms; warm start -2.3 s on the H200
-    machine, records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
+    (records/track_1_short/2026-12-02_KernelBuildsAhead). Track 1's short GIL switch interval while they run is not
+    taken here: it cost this track's cold start 2.3 s (records/track_2_medium/2026-12-04_NoBuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
-        self.switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(BUILDS_SWITCH_INTERVAL)
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
         first, *others = launches
@@ -1765,12 +1757,9 @@ class KernelBuilds:
 
     def finish(self) -> str:
         """Waits for the builds (a failed one raises its error here) and says how long they took."""
-        try:
-            self.futures[0].result()  # it queues the others before it returns
-            done = max(future.result() for future in self.futures)
-        finally:
-            self.pool.shutdown()
-            sys.setswitchinterval(self.switch_interval)
+        self.futures[0].result()  # it queues the others before it returns
+        done = max(future.result() for future in self.futures)
+        self.pool.shutdown()
         return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 
