@@ -2082,11 +2082,12 @@ class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
     thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
     start built them one after another inside warmup step 1, 0.5-1.6 s each
-    (records/track_1_short/2026-12-02_KernelBuildsAhead). While they run, the interpreter offers the GIL every 0.5 ms
-    instead of 5: a thread back from I/O or a C call waits that long for a thread running Python to let go, so each
-    thread's reads and imports crawled beside the other's Python (on the CPU, Triton's cache key hashes libtriton.so
-    in 1-MiB reads: 0.27 s alone, 4.97 s beside a busy thread, 0.82 s at 0.5 ms; warm start -2.3 s on the H200
-    machine, records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
+    (records/track_1_short/2026-12-02_KernelBuildsAhead). From their start to finish() (after the warmup) the
+    interpreter offers the GIL every 0.5 ms instead of 5: a thread back from I/O or a C call waits that long for a
+    thread running Python to let go, so each thread's reads and imports crawled beside the other's Python (on the
+    CPU, Triton's cache key hashes libtriton.so in 1-MiB reads: 0.27 s alone, 4.97 s beside a busy thread, 0.82 s
+    at 0.5 ms; on the H200 machine warm start -2.3 s, cold 95.2 -> 87.2 s,
+    records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
