@@ -6,7 +6,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 bash perf/startup_ab.sh medium $OUT/m perf/base/medium_before.py train_gpt_medium.py > $OUT/m/warm_ab.txt 2>&1
 # Call 3 (the same machine): cold starts, each from empty caches of its own
 bash perf/startup_ab.sh --cold medium $OUT/c perf/base/medium_before.py train_gpt_medium.py > $OUT/c/cold_ab.txt 2>&1
-# Call 5 (a fresh machine, the session's last 338 s), checked out at perf/interval-until-last-build (d2b458a):
+# Call 5 (a fresh machine, the session's last 338 s), checked out at perf/interval-until-last-build (d2b458a, since rebased on main as c05863f):
 # libtriton.so and torch's inductor read once first, so that the first cold start does not pay the fresh file cache
 python -c "import torch, triton, torch._inductor.compile_fx, os; open(os.path.join(os.path.dirname(triton.__file__), '_C', 'libtriton.so'), 'rb').read()"
 timeout 320 bash perf/startup_ab.sh --cold medium $OUT/c perf/base/medium_main.py train_gpt_medium.py > $OUT/c/cold_ab.txt 2>&1
