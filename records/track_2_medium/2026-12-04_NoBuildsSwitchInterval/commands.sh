@@ -10,3 +10,7 @@ bash perf/startup_ab.sh --cold medium $OUT/c perf/base/medium_before.py train_gp
 # libtriton.so and torch's inductor read once first, so that the first cold start does not pay the fresh file cache
 python -c "import torch, triton, torch._inductor.compile_fx, os; open(os.path.join(os.path.dirname(triton.__file__), '_C', 'libtriton.so'), 'rb').read()"
 timeout 320 bash perf/startup_ab.sh --cold medium $OUT/c perf/base/medium_main.py train_gpt_medium.py > $OUT/c/cold_ab.txt 2>&1
+# Session 51, call 1 (a fresh machine), on this machine first:
+#   git show perf/interval-until-last-build:train_gpt_medium.py > perf/base/medium_last.py   (c05863f)
+nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader
+timeout 585 bash perf/startup_ab.sh medium $OUT/m train_gpt_medium.py perf/base/medium_last.py > $OUT/m_ab.txt 2>&1
