@@ -10,5 +10,5 @@ steps=$(proxy_steps "$track") || exit 2
 unpack_proxy_data
 proxy_run "$(track_script "$track")" "$out" cold --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
 proxy_run "$(track_script "$track")" "$out" warm --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
-proxy_run "$(track_script "$track")" "$out" fullbatch --num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 "$@"
+proxy_run "$(track_script "$track")" "$out" fullbatch "${FULL_BATCH[@]}" "$@"
 proxy_summary "$out" cold warm fullbatch

@@ -5,6 +5,8 @@
 # (perf/carry unless set): at 74-89 MB for track 1 it no longer fits the carry, so it serves the later runs on
 # the same machine (perf/ab.sh gives each GPU its own).
 PROXY_DATA=(--train_files='data/proxy/proxy_train_*.bin' --val_files='data/proxy/proxy_val_*.bin' --val_tokens=2097152)
+# BENCH.md's full batch: 8 micro-steps of the proxy's tokens a step (what one GPU of the 8-GPU run does), 30 steps
+FULL_BATCH=(--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144)
 PROXY_CARRY=${PROXY_CARRY:-perf/carry}
 PROXY_ARTIFACTS=${PROXY_ARTIFACTS:-$PROXY_CARRY}
 
@@ -27,6 +29,21 @@ proxy_steps() {  # the proxy schedule length of a track
 
 track_script() {  # the script of a track
     case $1 in medium) echo train_gpt_medium.py ;; *) echo train_gpt.py ;; esac
+}
+
+stage_versions() {  # track script, script A, script B: both copied into $versions (a new temporary folder) as
+    # A.py and B.py, so that run_version can put either at the track script's path (their logs then name the same
+    # script); the track script is restored, and the folder removed, when the calling shell exits
+    versions=$(mktemp -d)
+    cp "$2" "$versions/A.py"; cp "$3" "$versions/B.py"; cp "$1" "$versions/original.py"
+    trap 'cp "$versions/original.py" "'"$1"'"; rm -rf "$versions"' EXIT
+}
+
+run_version() {  # track script, version (A or B), out dir, run name, --compile_cache folder, overrides...: a proxy run
+    # of that version from the track script's path, its console kept in OUT/NAME.out only
+    local script=$1 version=$2 out=$3 name=$4 artifacts=$5; shift 5
+    cp "$versions/$version.py" "$script"
+    PROXY_ARTIFACTS="$artifacts" proxy_run "$script" "$out" "$name" "$@" > /dev/null
 }
 
 proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
@@ -58,5 +75,18 @@ proxy_summary() {  # out dir, run names...: one line per run
     for name in "$@"; do
         local f="$out/$name.out"; [ -f "$f" ] || continue
         echo "$name | $(grep -m1 -o 'first timed step at .*' "$f") ($(grep -m1 -o '[0-9]* artifacts loaded' "$f" || echo 'no compile cache')) | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
+    done
+}
+
+versions_summary() {  # title, run name prefix, runs a version, reader (a function of a run name), unit, decimals:
+    # each version's values (runs PREFIX A1, A2, ...) and their mean
+    local title=$1 prefix=$2 runs=$3 reader=$4 unit=$5 decimals=$6 version i mean values
+    echo "== $title"
+    for version in A B; do
+        values=()
+        for i in $(seq "$runs"); do values+=("$("$reader" "$prefix$version$i")"); done
+        mean=$(printf '%s\n' "${values[@]}" |
+            awk -v places="$decimals" '{ sum += $1; n += ($1 != "") } END { if (n) printf "%." places "f", sum / n }')
+        echo "$version: ${values[*]} $unit, mean ${mean:-?} $unit"
     done
 }

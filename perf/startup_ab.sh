@@ -15,27 +15,22 @@ cold=false
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 [ $# -ge 2 ] && [ -f "$1" ] && [ -f "$2" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
 script=$(track_script "$track") || exit 2
-versions=$(mktemp -d)
-cp "$1" "$versions/A.py"; cp "$2" "$versions/B.py"; cp "$script" "$versions/original.py"; shift 2
-trap 'cp "$versions/original.py" "$script"; rm -rf "$versions"' EXIT
+stage_versions "$script" "$1" "$2"; shift 2
 unpack_proxy_data
 
-run_version() {  # version (A or B), run name, --compile_cache folder, overrides...: a short run from the track's path
-    local version=$1 name=$2 artifacts=$3; shift 3
-    cp "$versions/$version.py" "$script"
-    PROXY_ARTIFACTS="$artifacts" proxy_run "$script" "$out" "$name" --num_iterations=20 --val_loss_every=0 \
-        --grad_accum_steps=1 "$@" > /dev/null
+short_run() {  # version (A or B), run name, --compile_cache folder, overrides...: 20 steps from the track's path
+    run_version "$script" "$1" "$out" "$2" "$3" --num_iterations=20 --val_loss_every=0 --grad_accum_steps=1 "${@:4}"
 }
 
 start() {  # version, run name, overrides...: the machine's caches and the version's own artifact file
-    run_version "$1" "$2" "$versions/artifacts_$1" "${@:3}"
+    short_run "$1" "$2" "$versions/artifacts_$1" "${@:3}"
 }
 
 start_cold() {  # version, run name, overrides...: empty caches of its own, deleted after the run
     local caches="$versions/cold/$2"
     mkdir -p "$caches/inductor" "$caches/triton" "$caches/artifacts"
     TORCHINDUCTOR_CACHE_DIR="$caches/inductor" TRITON_CACHE_DIR="$caches/triton" \
-        run_version "$1" "$2" "$caches/artifacts" "${@:3}"
+        short_run "$1" "$2" "$caches/artifacts" "${@:3}"
     rm -rf "$caches"
 }
 
@@ -43,27 +38,18 @@ first_timed_step() {  # run name: the seconds of its log's start-up line
     grep -o 'first timed step at [0-9.]*s' "$out/$1.out" | grep -o '[0-9.]*' | head -n 1
 }
 
-summary() {  # title, run name prefix, runs a version: each version's seconds and mean
-    echo "== $1 (process start to the first timed step)"
-    for version in A B; do
-        seconds=()
-        for i in $(seq "$3"); do seconds+=("$(first_timed_step "$2$version$i")"); done
-        mean=$(printf '%s\n' "${seconds[@]}" |
-            awk '{ sum += $1; n += ($1 != "") } END { if (n) printf "%.1f", sum / n }')
-        echo "$version: ${seconds[*]} s, mean ${mean:-?} s"
-    done
-}
-
 if $cold; then
     for name in A1 B1 B2 A2; do
         start_cold "${name:0:1}" "cold_$name" "$@"
     done
-    summary "cold starts, empty caches, A B B A" cold_ 2
+    versions_summary "cold starts, empty caches, A B B A (process start to the first timed step)" cold_ 2 \
+        first_timed_step s 1
 else
     start A cold_A "$@"
     start B first_B "$@"
     for name in A1 B1 B2 A2 A3 B3; do
         start "${name:0:1}" "warm_$name" "$@"
     done
-    summary "warm starts, A B B A A B" warm_ 3
+    versions_summary "warm starts, A B B A A B (process start to the first timed step)" warm_ 3 \
+        first_timed_step s 1
 fi

@@ -1,11 +1,14 @@
 """perf/proxy_common.sh, the device runs' shell helpers, and perf/ab.sh and perf/startup_ab.sh built on them:
 keep_kernel_sources copies, for a profiled run, the inductor source of each Triton kernel that the log lists among the
 longest, so that a slow fused kernel can be read; ab.sh keeps each GPU's caches and compile artifacts apart;
-startup_ab.sh runs two versions' warm or cold starts in turn from the track script's path and restores it."""
+startup_ab.sh runs two versions' warm or cold starts in turn from the track script's path and restores it, and
+fullbatch_ab.sh their full batches the same way."""
 
 import os
 import re
 import subprocess
+
+import pytest
 
 
 def test_kernel_sources_of_a_profiled_run_are_kept(tmp_path, repo_root):
@@ -54,11 +57,12 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert console.rstrip().endswith(f"--seed={seed}")
 
 
-def run_startup_ab(tmp_path, repo_root, stand_in_python: str, *options: str) -> subprocess.CompletedProcess:
-    """perf/startup_ab.sh (with options before the track) run on versions a.py and b.py from a copy of the perf
-    helpers, with a stand-in python (a bash body) on the PATH; train_gpt.py holds "# main as checked out"."""
+def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str) -> subprocess.CompletedProcess:
+    """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py from
+    a copy of the perf helpers, with a stand-in python (a bash body) on the PATH; train_gpt.py holds "# main as
+    checked out"."""
     (tmp_path / "perf").mkdir()
-    for name in ("proxy_common.sh", "startup_ab.sh"):
+    for name in ("proxy_common.sh", tool):
         (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
     (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
     (tmp_path / "a.py").write_text("# version A\n")
@@ -67,7 +71,7 @@ def run_startup_ab(tmp_path, repo_root, stand_in_python: str, *options: str) -> 
     (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
     (tmp_path / "bin" / "python").chmod(0o755)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
-    result = subprocess.run(["bash", "perf/startup_ab.sh", *options, "short", "out", "a.py", "b.py", "--seed=1"],
+    result = subprocess.run(["bash", f"perf/{tool}", *options, "short", "out", "a.py", "b.py", "--seed=1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"  # restored
@@ -78,7 +82,7 @@ def test_startup_ab_runs_a_b_b_a_a_b_from_the_track_scripts_path_and_restores_it
     """A stand-in python records which version sat at train_gpt.py for each run and answers with the run's position
     as its start-up seconds; each version keeps its own artifact file; the summary averages each version's three."""
     runs = tmp_path / "runs.txt"
-    result = run_startup_ab(tmp_path, repo_root, f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
+    result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
 echo "startup: first timed step at $(wc -l < {runs}).0s"
 """)
     lines = runs.read_text().splitlines()
@@ -96,13 +100,14 @@ def test_startup_ab_cold_runs_a_b_b_a_each_from_empty_caches_of_its_own(tmp_path
     were on disk, then fills them as a compile would; every run must start from empty folders of its own, deleted
     after it."""
     runs = tmp_path / "runs.txt"
-    result = run_startup_ab(tmp_path, repo_root, f"""cache=$(printf '%s\\n' "$@" | sed -n 's/^--compile_cache=//p')
+    stand_in = f"""cache=$(printf '%s\\n' "$@" | sed -n 's/^--compile_cache=//p')
 echo "$(head -n 1 train_gpt.py) $TORCHINDUCTOR_CACHE_DIR $(ls -A "$TORCHINDUCTOR_CACHE_DIR" | wc -l) \\
 $TRITON_CACHE_DIR $(ls -A "$TRITON_CACHE_DIR" | wc -l) $([ -e "$cache" ] && echo file || echo none) \\
 $(ls "$(dirname "$(dirname "$TORCHINDUCTOR_CACHE_DIR")")" | wc -l) $*" >> {runs}
 touch "$TORCHINDUCTOR_CACHE_DIR/graph" "$TRITON_CACHE_DIR/kernel" "$cache"
 echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
-""", "--cold")
+"""
+    result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", stand_in, "--cold")
     runs_seen = [line.split() for line in runs.read_text().splitlines()]
     assert [run[2] for run in runs_seen] == list("ABBA")
     assert all(run[4] == "0" and run[6] == "0" and run[7] == "none" for run in runs_seen)  # empty, no artifact file
@@ -112,8 +117,41 @@ echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
     assert result.stdout.splitlines()[-2:] == ["A: 10.0 40.0 s, mean 25.0 s", "B: 20.0 30.0 s, mean 25.0 s"]
 
 
-def test_startup_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root):
-    result = subprocess.run(["bash", str(repo_root / "perf" / "startup_ab.sh"), "short", "out", "a.py"], cwd=tmp_path,
+def test_fullbatch_ab_runs_a_b_b_a_full_batches_from_the_track_scripts_path_and_restores_it(tmp_path, repo_root):
+    """A stand-in python records the version at train_gpt.py and its arguments for each run and answers with step
+    lines whose last step_avg is the run's position x 100 ms; the summary averages each version's two."""
+    runs = tmp_path / "runs.txt"
+    result = run_versions_ab(tmp_path, repo_root, "fullbatch_ab.sh", f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
+n=$(wc -l < {runs})
+echo "step:29/30 train_loss:5.2 train_time:1ms step_avg:1.00ms"
+echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:$(( n * 100 )).25ms"
+""")
+    lines = runs.read_text().splitlines()
+    assert [line.split()[2] for line in lines] == list("ABBA")
+    for line in lines:  # the full batch's settings, the caller's overrides last
+        assert ("--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 --seed=1"
+                in line) and line.endswith("--seed=1")
+    caches = {line.split()[2]: re.search(r"--compile_cache=(\S+)", line)[1] for line in lines}
+    assert len(set(caches.values())) == 2
+    assert result.stdout.splitlines()[-2:] == ["A: 100.25 400.25 ms, mean 250.25 ms",
+                                               "B: 200.25 300.25 ms, mean 250.25 ms"]
+
+
+def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
+    """perf/proxy.sh's third run is the full batch fullbatch_ab.sh compares (one FULL_BATCH for both)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text('#!/usr/bin/env bash\necho "args=$*"\n')
+    (tmp_path / "bin" / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    subprocess.run(["bash", str(repo_root / "perf" / "proxy.sh"), "short", "out", "--seed=2"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=60)
+    console = (tmp_path / "out" / "fullbatch.out").read_text()
+    assert "--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 --seed=2" in console
+
+
+@pytest.mark.parametrize("tool", ["startup_ab.sh", "fullbatch_ab.sh"])
+def test_versions_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root, tool):
+    result = subprocess.run(["bash", str(repo_root / "perf" / tool), "short", "out", "a.py"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr == "error: give two script files, A then B\n"
 
