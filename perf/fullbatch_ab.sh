@@ -9,9 +9,8 @@
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
-[ $# -ge 2 ] && [ -f "$1" ] && [ -f "$2" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
 script=$(track_script "$track") || exit 2
-stage_versions "$script" "$1" "$2"; shift 2
+stage_versions "$script" "${1:-}" "${2:-}"; shift 2
 unpack_proxy_data
 
 step_average() {  # run name: the mean step time of its last step line, in ms

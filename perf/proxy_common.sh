@@ -33,7 +33,9 @@ track_script() {  # the script of a track
 
 stage_versions() {  # track script, script A, script B: both copied into $versions (a new temporary folder) as
     # A.py and B.py, so that run_version can put either at the track script's path (their logs then name the same
-    # script); the track script is restored, and the folder removed, when the calling shell exits
+    # script); the track script is restored, and the folder removed, when the calling shell exits. Without two
+    # script files: one error line, and the calling shell exits
+    [ -f "${2:-}" ] && [ -f "${3:-}" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
     versions=$(mktemp -d)
     cp "$2" "$versions/A.py"; cp "$3" "$versions/B.py"; cp "$1" "$versions/original.py"
     trap 'cp "$versions/original.py" "'"$1"'"; rm -rf "$versions"' EXIT

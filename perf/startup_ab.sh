@@ -13,9 +13,8 @@ source "$(dirname "$0")/proxy_common.sh"
 cold=false
 [ "${1:-}" = --cold ] && { cold=true; shift; }
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
-[ $# -ge 2 ] && [ -f "$1" ] && [ -f "$2" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
 script=$(track_script "$track") || exit 2
-stage_versions "$script" "$1" "$2"; shift 2
+stage_versions "$script" "${1:-}" "${2:-}"; shift 2
 unpack_proxy_data
 
 short_run() {  # version (A or B), run name, --compile_cache folder, overrides...: 20 steps from the track's path
