@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt  # noqa: E402
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 ROW_STEP = 16  # --fp8_amax_row_step's default

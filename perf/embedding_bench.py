@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 PROXY_SHARDS = str(ROOT / "data" / "proxy" / "proxy_train_*.bin")

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 import kernel_report  # noqa: E402
-from mlp_bench import option_list, option_values, timed_us  # noqa: E402
+from bench_common import option_list, option_values, timed_us  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
 STAGES = (3, 4, 5)  # ring depths: 32 KB a stage, 64 KB of tile buffers; 5 stages take 229,576 of 232,448 B

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 
 
 def cuda_kernels(run) -> list:

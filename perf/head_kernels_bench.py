@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8), (4096, 16)]  # BLOCK, warps

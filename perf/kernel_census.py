@@ -16,7 +16,7 @@ from typing import NamedTuple
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import option_values  # noqa: E402
+from bench_common import option_values  # noqa: E402
 from track_scripts import SCRIPTS, load_script  # noqa: E402
 
 LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short of the step's part that launched it)

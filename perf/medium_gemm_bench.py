@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from head_gemm_bench import cuda_kernels  # noqa: E402
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 
 
 def gemms(tokens: int, dim: int, hidden: int, device: str) -> dict:

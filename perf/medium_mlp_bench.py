@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import option_list, option_values, timed_us  # noqa: E402
+from bench_common import option_list, option_values, timed_us  # noqa: E402
 from track_scripts import load_script  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"

@@ -11,13 +11,13 @@ outputs cast to float8 by torch) and the torch ops uncompiled, to check this scr
 """
 import itertools
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 
 CONFIGS = list(itertools.product((32, 64, 128), (64, 128, 256), (4, 8)))  # BLOCK_ROWS, BLOCK_COLS, num_warps
 TINY_CONFIGS = [train_gpt.RELU_SQUARE_LAUNCH, (32, 64, 4)]
@@ -31,27 +31,6 @@ def inputs(rows: int, cols: int, device: torch.device):
     a_scale = train_gpt.float8_scale(torch.relu(h.float()).square(), torch.float8_e4m3fn, 1)
     grad_scale = train_gpt.float8_scale(train_gpt.relu_square_grad(h, grad_a), torch.float8_e5m2, 1)
     return h, grad_a, a_scale, grad_scale
-
-
-def timed_us(run, tiny: bool) -> float:
-    if not tiny:
-        from triton.testing import do_bench
-        return do_bench(run) * 1000
-    run()
-    start = time.perf_counter()
-    run()
-    return (time.perf_counter() - start) * 1e6
-
-
-def option_values(argv: list[str], name: str) -> list[str]:
-    """The value of each --name=VALUE in argv, in order (the perf benches' options)."""
-    prefix = f"--{name}="
-    return [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
-
-
-def option_list(argv: list[str], name: str) -> list[str]:
-    """The items of every --name=A,B,... in argv, in order (empty without the option)."""
-    return [item for value in option_values(argv, name) for item in value.split(",") if item]
 
 
 def kernel_run(args, launch, one_pass: bool):

@@ -19,7 +19,7 @@ import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlp_bench import timed_us  # noqa: E402
+from bench_common import timed_us  # noqa: E402
 
 SCRIPT_CONFIG = (128, 64, 8, 3)  # BLOCK_M, BLOCK_K, num_warps, num_stages in sym_matmul_triton
 CONFIGS = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (3, 4)))

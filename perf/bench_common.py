@@ -1,0 +1,25 @@
+"""What the perf benches share: a run's time and the --name=VALUE options they read from argv (no track script
+imported, so that a tool that only reads options, such as perf/kernel_census.py, loads no model code)."""
+import time
+
+
+def timed_us(run, tiny: bool) -> float:
+    """Microseconds of one run(): Triton's do_bench on the GPU; under --tiny, one wall-clock run after a first."""
+    if not tiny:
+        from triton.testing import do_bench
+        return do_bench(run) * 1000
+    run()
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) * 1e6
+
+
+def option_values(argv: list[str], name: str) -> list[str]:
+    """The value of each --name=VALUE in argv, in order."""
+    prefix = f"--{name}="
+    return [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
+
+
+def option_list(argv: list[str], name: str) -> list[str]:
+    """The items of every --name=A,B,... in argv, in order (empty without the option)."""
+    return [item for value in option_values(argv, name) for item in value.split(",") if item]

@@ -1,0 +1,34 @@
+"""perf/bench_common.py: the benches' options read from argv, the tiny timing, and that a tool reading only options
+(perf/kernel_census.py) no longer loads a track script through it."""
+import subprocess
+import sys
+from pathlib import Path
+
+PERF = Path(__file__).resolve().parents[1] / "perf"
+sys.path.insert(0, str(PERF))
+import bench_common  # noqa: E402
+
+
+def test_option_values_keeps_every_occurrence_in_order():
+    argv = ["--tiny", "--script=a.py", "--other=1", "--script=b.py", "--scripts=c.py"]
+    assert bench_common.option_values(argv, "script") == ["a.py", "b.py"]
+    assert bench_common.option_values(argv, "missing") == []
+
+
+def test_option_list_splits_commas_and_drops_empty_items():
+    argv = ["--warps=4,8", "--warps=16,", "--stages=3"]
+    assert bench_common.option_list(argv, "warps") == ["4", "8", "16"]
+    assert bench_common.option_list(argv, "none") == []
+
+
+def test_tiny_timing_runs_twice_and_times_the_second():
+    calls = []
+    us = bench_common.timed_us(lambda: calls.append(1), tiny=True)
+    assert calls == [1, 1] and 0 <= us < 1e6
+
+
+def test_kernel_census_imports_no_track_script():
+    code = f"import sys; sys.path.insert(0, {str(PERF)!r}); import kernel_census; " \
+           "print(sorted(m for m in sys.modules if m.startswith('train_gpt')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
