@@ -145,6 +145,7 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
         raise DownloadError(f"N={n_train} is out of range: {dataset} has {spec['train_shards']} "
                             f"train shards; pick N between 0 and {spec['train_shards']}")
     staging_dir = out_dir / STAGING_DIRNAME
+    made_out_dir = not out_dir.exists()
     try:
         staging_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -163,8 +164,10 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
                     already_present += 1
                 total_tokens += n_tokens
     except BaseException:
-        with contextlib.suppress(OSError):  # an empty staging folder goes; one holding a partial file stays
+        with contextlib.suppress(OSError):  # empty folders go (staging, and out_dir if made here); partial files stay
             staging_dir.rmdir()
+            if made_out_dir:
+                out_dir.rmdir()
         raise
     shutil.rmtree(staging_dir, ignore_errors=True)
     return (f"{len(filenames)} files, {total_tokens:,} tokens in {display_dir(out_dir)} "

@@ -145,7 +145,17 @@ def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, 
     assert err[-1].startswith(expected_start)
     assert sum(line.startswith("error:") for line in err) == 1
     assert "Traceback" not in "\n".join(err)
-    assert not (tmp_path / "d" / ".partial").exists()  # nothing to resume, so no empty staging folder is left
+    assert not (tmp_path / "d").exists()  # nothing to resume, so no empty staging folder or new data folder is left
+
+
+def test_a_failed_download_keeps_a_folder_that_was_there(tmp_path, monkeypatch, capsys):
+    def fail(repo_id, filename, dest_dir):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(downloader, "download_file", fail)
+    (tmp_path / "d").mkdir()
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1 and (tmp_path / "d").is_dir() and list((tmp_path / "d").iterdir()) == []
 
 
 def test_an_os_error_outside_the_downloads_names_the_folder_and_says_to_rerun(tmp_path, monkeypatch, capsys):
