@@ -1271,7 +1271,7 @@ def read_shard(path: str, limit: int | None = None) -> Tensor:
 def find_shards(pattern: str) -> list[str]:
     files = sorted(glob.glob(pattern))
     if not files:
-        fix = ("download FineWeb with: python data/cached_fineweb10B.py" if "fineweb" in pattern else
+        fix = ("download FineWeb with: python data/cached_fineweb10B.py 35" if "fineweb" in pattern else
                "check the pattern (a glob of shard files, e.g. 'data/<name>/<name>_train_*.bin')")
         raise DataError(f"no files match {pattern}; {fix}")
     for path in files:

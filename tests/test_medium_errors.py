@@ -70,7 +70,7 @@ def cases(folder: Path) -> dict:
     found = {
         "missing files": (TINY + [f"--train_files={folder}/fineweb_*.bin", good[1]], {},
                           f"no files match {folder}/fineweb_*.bin; download FineWeb with: "
-                          "python data/cached_fineweb10B.py"),
+                          "python data/cached_fineweb10B.py 35"),
         "too few val tokens": (TINY + good + ["--val_tokens=8192"], {},
                                "~hold 4000 tokens but --val_tokens=8192 needs 8193"),
         "too few train tokens": (TINY + good + ["--num_iterations=1000"], {},

@@ -61,7 +61,7 @@ def test_find_shards_sorts_and_requires_a_match(shards, tmp_path):
     pattern = str(tmp_path / "fineweb10B" / "fineweb_train_*.bin")
     with pytest.raises(DataError) as error:
         train_gpt.find_shards(pattern)
-    assert str(error.value) == f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py"
+    assert str(error.value) == f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py 9"
     pattern = str(tmp_path / "mine" / "nothing_*.bin")
     with pytest.raises(DataError) as error:
         train_gpt.find_shards(pattern)
@@ -293,7 +293,7 @@ def test_script_data_and_argument_errors_are_one_line(shards, tmp_path):
     missing = tmp_path / "fineweb_*.bin"
     result = run_script("--device=cpu", f"--train_files={missing}", "--check_only=true")
     assert_one_error_line(result, f"no files match {missing}; download FineWeb with: "
-                                  "python data/cached_fineweb10B.py")
+                                  "python data/cached_fineweb10B.py 9")
     result = run_script("--device=cpu", "--num_layers=seven")
     assert_one_error_line(result, "--num_layers=seven is not an integer")
 
