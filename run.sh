@@ -20,8 +20,13 @@ esac
 [ -f "$script" ] || { echo "error: $script is missing from $(pwd)" >&2; exit 2; }
 
 python=${PYTHON:-python}
+check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 for arg in "$@"; do  # help needs no GPU and no launch
     if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
+    case ${arg,,} in
+        --check_only=1 | --check_only=true | --check_only=yes) check_only=true ;;
+        --check_only=*) check_only=false ;;
+    esac
 done
 if [ -n "${NPROC:-}" ]; then
     if ! [[ $NPROC =~ ^[1-9][0-9]*$ ]]; then
@@ -53,6 +58,7 @@ fi
 
 # Check settings, data and devices first: a mistake is one line here, not a traceback per process.
 WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
+[ "$check_only" = false ] || exit 0
 
 # torchrun's launcher, with the same python as the check. A process that fails has printed its own error; the
 # launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status.

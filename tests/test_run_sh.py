@@ -75,6 +75,22 @@ def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_
     assert launch[1][2:] == ["--standalone", f"--nproc_per_node={nproc}", "train_gpt.py", "--num_iterations=5"]
 
 
+@pytest.mark.parametrize("given, launched", [("--check_only=true", False), ("--check_only=YES", False),
+                                             ("--check_only=false", True)])
+def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
+    """run.sh's check already is the whole of --check_only=true: no launch to print the same line again."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    stub.chmod(0o755)
+    result = run_sh("--device=cpu", given, env={"PYTHON": str(stub), "NPROC": "2"})
+    assert result.returncode == 0, result.stderr
+    runs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert runs[0] == ["train_gpt.py", "--device=cpu", given, "--check_only=true"]
+    assert len(runs) == (2 if launched else 1)
+
+
 @pytest.mark.parametrize("nproc", ["3", "16"])
 def test_a_process_count_not_dividing_8_stops_before_anything(shards, nproc):
     result = run_sh(*TINY, *data_args(shards), env={"NPROC": nproc})
