@@ -1458,6 +1458,16 @@ def launch_number(name: str, default: int) -> int:
     return int(raw)
 
 
+def shards_wanted(pattern: str, shards: int, available: int, needed: int) -> str:
+    """How many shards like the ones found would hold the run, with FineWeb's download command for its shards."""
+    if not available:
+        return ""
+    wanted = math.ceil(shards * needed / available)
+    if "fineweb" in pattern:
+        return f" (~{wanted} in all: python data/cached_fineweb10B.py {wanted})"
+    return f" (~{wanted} like these in all)"
+
+
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     """Every shard's header, enough tokens for the whole run, and token ids inside the vocabulary, before anything is
     compiled."""
@@ -1473,8 +1483,9 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     available, largest = survey_windows(train_files, args.train_seq_len, needed)
     if available < needed:
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
-                        f"tokens starting at a document start, the run needs {needed}; add train shards (FineWeb's: "
-                        "python data/cached_fineweb10B.py N) or lower --num_iterations")
+                        f"tokens starting at a document start, the run needs {needed}; add train shards"
+                        f"{shards_wanted(args.train_files, len(train_files), available, needed)} or lower "
+                        "--num_iterations")
     largest_val = int(load_val_tokens(val_files, args.val_tokens, torch.device("cpu")).max())  # the tokens it reads
     for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
         if token >= args.vocab_size:

@@ -205,9 +205,17 @@ def test_check_data_reports_too_few_training_sequences(shards):
         train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
     assert str(error.value) == (
         f"train files {shards / 'train_*.bin'} hold {available} sequences of {SEQ_LEN + 1} tokens starting at a "
-        f"document start, the run needs {steps * 8}; add train shards (FineWeb's: python data/cached_fineweb10B.py "
-        "N) or lower --num_iterations")
+        f"document start, the run needs {steps * 8}; add train shards (~4 like these in all) or lower "
+        "--num_iterations")  # 3 shards, a few sequences short
     train_gpt.check_data(data_args(shards, num_iterations=available // 8), 2, 4)  # exactly enough is fine
+
+
+@pytest.mark.parametrize("pattern, shards, available, needed, hint", [
+    ("data/fineweb10B/fineweb_train_*.bin", 2, 1000, 4100, " (~9 in all: python data/cached_fineweb10B.py 9)"),
+    ("data/mine/mine_train_*.bin", 3, 100, 8000, " (~240 like these in all)"),
+    ("data/mine/mine_train_*.bin", 1, 0, 8, "")])  # no whole sequence anywhere: no rate to scale
+def test_the_shards_a_run_wants_scale_the_ones_found(pattern, shards, available, needed, hint):
+    assert train_gpt.shards_wanted(pattern, shards, available, needed) == hint
 
 
 def test_check_data_reports_too_few_validation_tokens(shards):
