@@ -23,8 +23,8 @@ python=${PYTHON:-python}
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 for arg in "$@"; do  # help needs no GPU and no launch
     if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
-    case ${arg,,} in
-        --check_only=1 | --check_only=true | --check_only=yes) check_only=true ;;
+    case $arg in  # any case, as the script reads it (no ${arg,,}: macOS's bash 3.2 lacks it)
+        --check_only=1 | --check_only=[Tt][Rr][Uu][Ee] | --check_only=[Yy][Ee][Ss]) check_only=true ;;
         --check_only=*) check_only=false ;;
     esac
 done
