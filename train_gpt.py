@@ -2091,14 +2091,10 @@ BUILDS_SWITCH_INTERVAL = 0.0005  # seconds
 
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
-    thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
-    start built them one after another inside warmup step 1, 0.5-1.6 s each
-    (records/track_1_short/2026-12-02_KernelBuildsAhead). From their start to finish() (after the warmup) the
-    interpreter offers the GIL every 0.5 ms instead of 5: a thread back from I/O or a C call waits that long for a
-    thread running Python to let go, so each thread's reads and imports crawled beside the other's Python (on the
-    CPU, Triton's cache key hashes libtriton.so in 1-MiB reads: 0.27 s alone, 4.97 s beside a busy thread, 0.82 s
-    at 0.5 ms; on the H200 machine warm start -2.3 s, cold 95.2 -> 87.2 s,
-    records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
+    thread builds and compiles the model (Triton lets go of the GIL in LLVM and ptxas;
+    records/track_1_short/2026-12-02_KernelBuildsAhead). Until finish() the interpreter offers the GIL every 0.5 ms
+    instead of 5, so that a thread back from I/O or a C call does not wait on the other's Python
+    (records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
@@ -2111,8 +2107,8 @@ class KernelBuilds:
 
     def first_then_others(self, first, others: list) -> float:
         """The first launch alone, then the others queued: a process's first Triton build computes Triton's cache key
-        (a hash of its files and libtriton.so, kept for the process), which nine threads at once each computed (4.2-4.4
-        s each, all ending together, in a warm start on the H200 machine, while the main thread crawled; session 48)."""
+        (a hash of libtriton.so, kept for the process), which every thread computed at once otherwise
+        (records/track_1_short/2026-12-04_FirstBuildAlone)."""
         finished = self.finished_at(first)
         self.futures += [self.pool.submit(self.finished_at, launch) for launch in others]
         return finished

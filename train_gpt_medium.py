@@ -1750,9 +1750,8 @@ class KernelBuilds:
 
     def first_then_others(self, first, others: list) -> float:
         """The first launch alone, then the others queued: a process's first Triton build computes Triton's cache key
-        (a hash of its files and libtriton.so, kept for the process), which seven threads at once each computed (track
-        1's nine: 4.2-4.4 s each, all ending together, in a warm start on the H200 machine, while the main thread
-        crawled; session 48)."""
+        (a hash of libtriton.so, kept for the process), which every thread computed at once otherwise
+        (records/track_1_short/2026-12-04_FirstBuildAlone)."""
         finished = self.finished_at(first)
         self.futures += [self.pool.submit(self.finished_at, launch) for launch in others]
         return finished
