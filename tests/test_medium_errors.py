@@ -210,3 +210,10 @@ def test_mlp_epilogue_with_rows_tma_cannot_take_is_one_error_line(folder, monkey
     assert first_error(gpu, {}) == ("--model_dim=660 must be a multiple of 8 for --mlp_epilogue (TMA needs rows of "
                                     "16 bytes); change --num_heads or --head_dim, or pass --mlp_epilogue=false")
     medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes
+
+
+def test_too_little_fineweb_data_names_the_download_of_the_shards_the_run_wants():
+    """Track 2 reads 3.4B tokens: one FineWeb shard of 35 a default run wants names the command for all 35."""
+    assert medium.shards_wanted("data/fineweb10B/fineweb_train_*.bin", 1, 1_000, 34_500) == (
+        " (~35 in all: python data/cached_fineweb10B.py 35)")
+    assert medium.shards_wanted("data/mine/mine_train_*.bin", 2, 0, 10) == ""  # no whole sequence: no rate
