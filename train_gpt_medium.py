@@ -1736,10 +1736,9 @@ def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
 
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
-    thread builds, traces and compiles the model (Triton lets go of the GIL in its LLVM and ptxas stages): a cold
-    start built them one after another inside warmup step 1, 0.5-1.6 s each
-    (records/track_1_short/2026-12-02_KernelBuildsAhead). Track 1's short GIL switch interval while they run is not
-    taken here: it cost this track's cold start 2.3 s (records/track_2_medium/2026-12-04_NoBuildsSwitchInterval)."""
+    thread builds and compiles the model (Triton lets go of the GIL in LLVM and ptxas;
+    records/track_1_short/2026-12-02_KernelBuildsAhead). Track 1's short GIL switch interval while they run is not
+    taken here (records/track_2_medium/2026-12-04_NoBuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
@@ -1767,9 +1766,11 @@ class KernelBuilds:
 
     def finish(self) -> str:
         """Waits for the builds (a failed one raises its error here) and says how long they took."""
-        self.futures[0].result()  # it queues the others before it returns
-        done = max(future.result() for future in self.futures)
-        self.pool.shutdown()
+        try:
+            self.futures[0].result()  # it queues the others before it returns
+            done = max(future.result() for future in self.futures)
+        finally:
+            self.pool.shutdown()
         return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 
