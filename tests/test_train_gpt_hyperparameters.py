@@ -38,6 +38,8 @@ def test_defaults_are_the_8_gpu_record():
     assert (args.adam_lr, args.adam_beta1, args.adam_beta2, args.adam_eps) == (0.008, 0.8, 0.95, 1e-10)
     assert (args.embed_lr_mult, args.value_embed_lr_mult, args.scalar_lr_mult, args.head_lr_mult) == (75, 75, 5, 1)
     assert args.device == "cuda" and args.compile is True and args.check_only is False
+    assert args.fp8_qkv is True and args.smear is False
+    assert (args.warmup_steps, args.profile_steps, args.seed, args.peak_tflops) == (10, 0, 0, 989.0)
 
 
 def test_no_arguments_give_the_defaults():
