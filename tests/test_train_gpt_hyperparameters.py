@@ -129,6 +129,21 @@ def test_grad_accum_steps_zero_means_eight_over_world_size(monkeypatch, world_si
     assert seen == dict(world_size=world_size, grad_accum_steps=expected, field=expected)
 
 
+def test_check_only_stops_every_rank_after_the_checks_and_rank_0_alone_says_so(monkeypatch, capsys):
+    def set_up_anyway():
+        raise AssertionError("a rank went on past --check_only")
+
+    monkeypatch.setattr(train_gpt, "check_data", lambda args, ws, accum: ([], []))
+    monkeypatch.setattr(train_gpt, "configure_triton_builds", set_up_anyway)  # the first step after the checks
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        train_gpt.main()
+    assert capsys.readouterr().out == "ok: settings, data and device checked for world size 2\n"
+
+
 def test_explicit_grad_accum_steps_is_kept(monkeypatch):
     seen = {}
     monkeypatch.setattr(train_gpt, "check_data", lambda args, ws, accum: seen.update(accum=accum) or ([], []))
