@@ -225,6 +225,10 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     (dict(final_lr_frac=1.5), "--final_lr_frac=1.5 must be in [0, 1]"),
     (dict(muon_weight_decay=30.0), "Muon's weight decay takes a matrix's weights past zero each step (lr x weight "
                                    "decay = 1.5 > 1); lower --muon_weight_decay"),
+    (dict(adam_eps=0.0), "--adam_eps=0 must be above 0"),
+    (dict(window_start=-128), "--window_start=-128 must be >= 0"),
+    (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end "
+                             "of text): at least 50257"),
 ])
 def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     """Each passed the checks before and failed after the compile (a shape, a KeyError, a division by zero at the
