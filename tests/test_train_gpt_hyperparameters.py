@@ -238,6 +238,15 @@ def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     assert str(error.value) == message
 
 
+@pytest.mark.parametrize("overrides", [
+    dict(cooldown_frac=1.0, final_lr_frac=1.0),  # a cooldown over the whole run; an lr that never decays
+    dict(window_start=1024, window_end=1024),  # a fixed window
+    dict(window_end=2**24),  # the largest window
+])
+def test_settings_at_the_edges_of_their_ranges_pass(overrides):
+    train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
+
+
 def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_errors(tmp_path):
     (tmp_path / "seed0.txt").write_text("an earlier run's log\n")
     with pytest.raises(SetupError) as error:
