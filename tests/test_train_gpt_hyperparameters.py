@@ -346,6 +346,16 @@ def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capabilit
     assert str(error.value) == message
 
 
+def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch):
+    fake_gpu(monkeypatch, (9, 0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(), 2)
+    assert str(error.value) == "2 processes per node but only 1 GPUs; launch one process per GPU"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # two nodes of one GPU each
+    train_gpt.check_settings(Hyperparameters(), 2)
+
+
 def test_a_gpu_without_rowwise_fp8_matmuls_is_one_error_line_unless_the_qkv_projection_stays_bf16(monkeypatch):
     fake_gpu(monkeypatch, (10, 0), rowwise_fp8=False)
     with pytest.raises(SetupError) as error:
