@@ -127,6 +127,20 @@ def test_train_batches_are_bos_aligned_shifted_pairs(shards):
         assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
 
 
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_train_batches_run_through_every_shard_with_each_shards_own_tokens(shards, world_size):
+    """Past the first shard's end too: each batch is cut from the shard its window comes from."""
+    files = train_files(shards)
+    expected = list(train_gpt.sequence_windows(files, SEQ_LEN))
+    assert len({id(tokens) for tokens, _ in expected}) == 3
+    for rank in range(world_size):
+        batches = train_gpt.train_batches(files, SEQ_LEN, rank, world_size, CPU)
+        for tokens, start in expected[rank::world_size]:
+            inputs, targets = next(batches)
+            assert torch.equal(inputs, tokens[start:start + SEQ_LEN].int())
+            assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
+
+
 @pytest.mark.parametrize("world_size", [2, 4, 8])
 def test_ranks_split_exactly_what_one_process_reads_with_accumulation(shards, world_size):
     files = train_files(shards)
