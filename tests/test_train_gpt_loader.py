@@ -255,6 +255,15 @@ def test_world_size_must_divide_8(world_size):
                                 "(./run.sh picks the GPU count)")
 
 
+def test_val_tokens_must_split_evenly_over_the_ranks():
+    args = Hyperparameters(device="cpu", val_tokens=2 * 262_144)  # two validation steps of one process
+    train_gpt.check_settings(args, 2)
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(args, 4)
+    assert str(error.value) == ("--val_tokens=524288 is not a multiple of world_size x val_seq_len = 1048576; change "
+                                "--val_tokens or --val_seq_len")
+
+
 @pytest.mark.parametrize("name", ["train_seq_len", "val_seq_len"])
 def test_sequence_lengths_must_be_multiples_of_128(name):
     args = Hyperparameters(device="cpu", val_tokens=1000 * 8, **{name: 1000})
