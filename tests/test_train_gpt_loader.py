@@ -370,6 +370,8 @@ def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, which):
     assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 60000, outside --vocab_size=50257; "
                                 "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
     train_gpt.check_data(data_args(tmp_path, vocab_size=60_001), 1, 1)
+    with pytest.raises(DataError, match="hold token id 60000, outside --vocab_size=60000;"):
+        train_gpt.check_data(data_args(tmp_path, vocab_size=60_000), 1, 1)  # ids run from 0 to vocab_size - 1
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
