@@ -374,6 +374,21 @@ def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, which):
         train_gpt.check_data(data_args(tmp_path, vocab_size=60_000), 1, 1)  # ids run from 0 to vocab_size - 1
 
 
+def test_a_token_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path):
+    """The largest id over every shard the run reads, not only the last one's."""
+    rng = np.random.default_rng(0)
+    first = documents(rng, 1_000)  # a few sequences: the run reads on into the second shard
+    first[100] = 60_000
+    write_shard(tmp_path / "train_000001.bin", first)
+    write_shard(tmp_path / "train_000002.bin", documents(rng, 6_000))
+    write_shard(tmp_path / "val_000000.bin", documents(rng, 6_000))
+    files = train_files(tmp_path)
+    assert train_gpt.survey_windows(files, SEQ_LEN, 10 ** 9)[1] == 60_000
+    with pytest.raises(DataError) as error:
+        train_gpt.check_data(data_args(tmp_path), 1, 1)
+    assert str(error.value).startswith(f"{tmp_path / 'train_*.bin'} hold token id 60000, outside --vocab_size=50257;")
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_val_tokens_run_on_into_the_next_file_and_stop_there(tmp_path, script):
     rng = np.random.default_rng(1)
