@@ -186,6 +186,15 @@ def test_idle_gaps_split_hand_overs_from_the_host_falling_behind(script):
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_an_idle_gap_of_exactly_short_gap_us_is_a_hand_over(script):
+    events = [kernel_event("triton_poi_a", 0, 100), kernel_event("triton_poi_b", 110, 200),
+              kernel_event("nvjet_gemm", 211, 300)]
+    assert script.idle_gaps(events) == (
+        "idle gaps: 1 of at most 10 us, 0.0 ms; 1 longer, 0.0 ms; longest: 11 us after triton_poi_b before "
+        "nvjet_gemm, 10 us after triton_poi_a before triton_poi_b")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_communication_overlap_of_a_profile(script):
     """NCCL kernel time, and the part of it during which compute kernels ran (annotations and CPU ops do not
     count as compute)."""
