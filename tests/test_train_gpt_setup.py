@@ -396,7 +396,7 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
     lines = []
     log = SimpleNamespace(write=lines.append)
     args = SimpleNamespace(num_iterations=10)
-    for step, value in [(3, 2.5), (4, float("nan"))]:
+    for step, value in [(3, 2.5), (4, float("nan")), (5, float("inf")), (6, float("-inf"))]:
         loss = torch.tensor(value)
         host_loss, end_mark = script.to_host_at_mark(loss, torch.device("cpu"))
         assert host_loss is loss
