@@ -406,6 +406,35 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_training_clock_adds_up_its_running_spans_and_keeps_the_stopped_ones_as_validation_time(script,
+                                                                                                   monkeypatch):
+    """On a fake clock: 2 s of training, 3 s stopped for validation, 2 s of training (a step logged 1.5 s in), 1 s
+    stopped, 0.25 s of training."""
+    now = [100.0]
+    monkeypatch.setattr(script, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    cpu, lines = torch.device("cpu"), []
+    clock = script.TrainingClock(cpu)
+    clock.start()
+    now[0] = 102.0
+    clock.stop()
+    now[0] = 105.0
+    clock.start()
+    now[0] = 106.5
+    end_mark = script.mark(cpu)
+    assert clock.ms_at(end_mark) == 3500.0  # the earlier span and this one's time so far
+    script.log_train_loss(SimpleNamespace(write=lines.append), (7, torch.tensor(2.0), end_mark), clock,
+                          SimpleNamespace(num_iterations=10))
+    assert lines == ["step:7/10 train_loss:2.0000 train_time:3500ms step_avg:500.00ms"]
+    now[0] = 107.0
+    clock.stop()
+    now[0] = 108.0
+    clock.start()
+    now[0] = 108.25
+    clock.stop()
+    assert (clock.total_ms, clock.validation_s) == (4250.0, 4.0)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_validation_line_gives_throughput_of_all_ranks_and_mfu_per_gpu(script):
     """8 GPUs x 1 micro-step or 2 x 4 take the same 8 x 48K = 393,216 tokens a step. 50 steps in 25 s: 500 ms a
     step, 393,216 / 0.5 s = 786,432 tokens/s. 8e14 FLOPs a step in 0.5 s is 1.6e15 FLOP/s, against 8 GPUs x 500
