@@ -264,6 +264,18 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
 
 
 
+def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, monkeypatch):
+    """The permission bits do not bind root (as in CI's containers), so the folder's answer is faked for it too."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
+    with pytest.raises(SetupError) as error:
+        train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(locked / "logs")), 1)
+    assert str(error.value) == (f"--logs_dir={locked / 'logs'} cannot be written ({locked} is not writable); give a "
+                                "writable folder")
+
+
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
 def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_name, tmp_path):
     """Below a file, the start-up check names it; what it cannot foresee fails in open_log as one error too, not as
