@@ -183,6 +183,7 @@ def test_idle_gaps_split_hand_overs_from_the_host_falling_behind(script):
         "triton_per_fused, 50 us after triton_poi_100 before nvjet_gemm")
     assert script.gpu_idle(events).startswith("GPU idle 1.1 ms of 11.5 ms")  # the same 600 + 530 us
     assert script.idle_gaps([kernel_event("nvjet_gemm", 0, 10), kernel_event("triton_poi", 5, 20)]) is None
+    assert script.idle_gaps([kernel_event("nvjet_gemm", 0, 10), kernel_event("triton_poi", 10, 20)]) is None  # touching
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
