@@ -263,7 +263,6 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
 
 
-
 def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, monkeypatch):
     """The permission bits do not bind root (as in CI's containers), so the folder's answer is faked for it too."""
     locked = tmp_path / "locked"
