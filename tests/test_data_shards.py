@@ -56,6 +56,16 @@ def test_write_rejects_out_of_range_and_keeps_old_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["x.bin"]
 
 
+@pytest.mark.parametrize("bad", [[EOT, 65536], [EOT, -1]])
+def test_write_rejects_ids_just_outside_uint16(tmp_path, bad):
+    """65536 and -1 would wrap to 0 and 65535 in a uint16 file: a silently different shard."""
+    with pytest.raises(ValueError, match="uint16"):
+        shards.write_shard(tmp_path / "x.bin", bad)
+    assert os.listdir(tmp_path) == []
+    shards.write_shard(tmp_path / "x.bin", [0, 65535])  # both ends of the range are fine
+    assert shards.read_tokens(tmp_path / "x.bin").tolist() == [0, 65535]
+
+
 def test_write_is_atomic(tmp_path, monkeypatch):
     """A failure mid-write leaves neither a partial final file nor a .tmp file."""
     path = tmp_path / "x.bin"
@@ -67,6 +77,21 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         shards.write_shard(path, [EOT, 1, 2])
     assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_write_keeps_the_previous_shard_intact(tmp_path, monkeypatch):
+    """The new bytes go to a separate file: the shard under `path` is never truncated before the rename."""
+    path = tmp_path / "x.bin"
+    shards.write_shard(path, [EOT, 1, 2])
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shards.os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        shards.write_shard(path, [EOT, 7, 8, 9])
+    assert os.listdir(tmp_path) == ["x.bin"]
+    assert shards.read_tokens(path).tolist() == [EOT, 1, 2]
 
 
 def test_stats(tmp_path):
