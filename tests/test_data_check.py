@@ -112,3 +112,22 @@ def test_a_folder_without_shards_is_named_as_a_folder(tmp_path):
     assert code == 1
     assert err == [f"error: {tmp_path}: the folder holds no .bin shard; check the path or download the data"]
     assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problems"]
+
+
+def test_a_missing_file_is_one_error_line(tmp_path):
+    path = tmp_path / "x_val_000000.bin"
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: cannot read it (No such file or directory); check the path"]
+    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problems"]
+
+
+def test_only_the_file_name_makes_a_train_shard(tmp_path):
+    """A val shard that starts mid-document is bad even inside a folder whose name holds _train_."""
+    folder = tmp_path / "my_train_data"
+    folder.mkdir()
+    path = folder / "x_val_000000.bin"
+    shards.write_shard(path, [40, EOT, 50])
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: first token is 40, not 50256 (every document starts with EOT); {FIX}"]
