@@ -1,19 +1,23 @@
 """Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline)."""
 
+import os
 import shutil
 import socket
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
-from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError,
+                                    RepositoryNotFoundError)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 import cached_fineweb10B as downloader  # noqa: E402
 import shards  # noqa: E402
 
 REPO_ID = "kjj0/fineweb10B-gpt2"
+HTTP_RESPONSE = types.SimpleNamespace(headers={}, request=None)  # what huggingface_hub's HTTP errors read
 
 
 def shard_tokens(index):
@@ -134,6 +138,10 @@ def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
     (OSError(28, "No space left on device"), "error: cannot write fineweb_val_000000.bin into"),
     (RuntimeError("boom"), "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 "
                            "failed (RuntimeError: boom)"),
+    (RepositoryNotFoundError("404 Client Error. Repository Not Found", response=HTTP_RESPONSE),
+     "error: dataset repo kjj0/fineweb10B-gpt2 not found on the Hugging Face Hub"),
+    (HfHubHTTPError("503 Server Error: Service Unavailable", response=HTTP_RESPONSE),
+     "error: the Hugging Face Hub refused fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 (503 Server Error"),
 ])
 def test_download_failures_end_in_one_error_line(tmp_path, monkeypatch, capsys, exc, expected_start):
     def fail(repo_id, filename, dest_dir):
@@ -169,6 +177,17 @@ def test_an_os_error_outside_the_downloads_names_the_folder_and_says_to_rerun(tm
                    f"{tmp_path / 'd'}, then rerun to resume"]
 
 
+def test_an_os_error_that_names_a_file_names_that_file(tmp_path, monkeypatch, capsys):
+    def fail(dataset, n_train, out_dir):
+        raise PermissionError(13, "Permission denied", str(out_dir / "fineweb_val_000000.bin"))
+
+    monkeypatch.setattr(downloader, "download", fail)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1
+    assert err == [f"error: {tmp_path / 'd' / 'fineweb_val_000000.bin'}: Permission denied; check free disk space "
+                   f"and permissions of {tmp_path / 'd'}, then rerun to resume"]
+
+
 @pytest.fixture
 def direct_network(monkeypatch):
     """No proxy and not huggingface_hub's offline mode, whatever the machine running the tests sets."""
@@ -199,6 +218,7 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 
 
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
+                                     ("ALL_PROXY", "socks5://proxy.example.org:1080"),
                                      ("HF_ENDPOINT", "hub-without-scheme")])
 def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a_host(tmp_path, monkeypatch, capsys,
                                                                                       direct_network, setting):
@@ -219,12 +239,38 @@ def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a
     assert err[-1].startswith("error: cannot reach the Hugging Face Hub to download fineweb_val_000000.bin")
 
 
-def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys):
-    code, out, err = run(capsys, "104", "--dir", str(tmp_path))
+@pytest.mark.parametrize("n", ["104", "-1"])
+def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys, n):
+    code, out, err = run(capsys, n, "--dir", str(tmp_path))
     assert code == 1
-    assert err == ["error: N=104 is out of range: fineweb10B has 103 train shards; "
+    assert err == [f"error: N={n} is out of range: fineweb10B has 103 train shards; "
                    "pick N between 0 and 103"]
     assert fake_download == []
+
+
+def test_n_zero_fetches_the_val_shard_only(tmp_path, fake_download, capsys):
+    code, out, err = run(capsys, "0", "--dir", str(tmp_path / "d"))
+    assert code == 0, err
+    assert fake_download == ["fineweb_val_000000.bin"]
+    assert out[-1] == f"1 files, 3 tokens in {tmp_path / 'd'}/ (1 downloaded, 0 already present)"
+
+
+def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_path, fake_download, capsys,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "0", "--dir", str(tmp_path / "data" / "d"))
+    assert code == 0, err
+    assert out[-1] == f"1 files, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
+
+
+def test_an_invalid_file_found_in_place_is_deleted(tmp_path, capsys):
+    path = tmp_path / "fineweb_val_000000.bin"
+    path.write_bytes(b"\0" * 10)
+    assert downloader.present_token_count(path) is None
+    assert not path.exists()
+    assert "deleting it and downloading it again" in capsys.readouterr().err
+    shards.write_shard(path, [shards.EOT, 1])
+    assert downloader.present_token_count(path) == 2
 
 
 def test_default_dir_is_next_to_the_script():
