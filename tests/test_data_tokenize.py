@@ -235,3 +235,53 @@ def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monke
     assert code == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         'error: org/corpus (config None, split train) has no field "content"; pass --text_field')
+
+
+
+def test_shard_writer_fills_exact_shards_and_writes_no_empty_one(tmp_path):
+    writer = fineweb.ShardWriter(tmp_path, "w", 4)
+    for piece in ([shards.EOT, 1, 2], [shards.EOT, 3, 4, 5, shards.EOT], [6, 7, 8, 9]):
+        writer.add(np.array(piece, dtype=np.uint16))
+    writer.close()  # 12 tokens: exactly 3 shards of 4, no 4th empty one
+    assert [p.name for p in writer.paths] == ["w_val_000000.bin", "w_train_000001.bin", "w_train_000002.bin"]
+    assert [shards.read_tokens(p).tolist() for p in writer.paths] == [
+        [shards.EOT, 1, 2, shards.EOT], [3, 4, 5, shards.EOT], [6, 7, 8, 9]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in writer.paths)
+
+
+def test_a_jsonl_record_without_a_string_text_is_one_error_line(tmp_path):
+    for record, text_field in [('{"text": 5}', "text"), ('{"body": "x"}', "text"), ('["text"]', "text")]:
+        path = tmp_path / "in.jsonl"
+        path.write_text('{"text": "fine"}\n' + record + "\n")
+        documents = fineweb.iter_local_documents([path], text_field)
+        assert next(documents) == "fine"
+        with pytest.raises(fineweb.InputError) as error:
+            next(documents)
+        assert str(error.value) == f'{path}:2: no string field "{text_field}"; pass --text_field'
+
+
+def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tokenizer_env, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n  \n")  # blank lines only
+    out_dir = tmp_path / "out"
+    assert fineweb.main([str(empty), "--out", str(out_dir), "--workers", "1"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: the input holds no documents"
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["doc.txt", "--shard_size", "0"], "--shard_size must be at least 1"),
+    (["doc.txt", "--workers", "0"], "--workers must be at least 1"),
+    (["doc.txt", "--chunksize", "0"], "--chunksize must be at least 1"),
+    (["doc.txt", "--hf", "org/corpus"], "exactly one of them"),
+    ([], "exactly one of them"),
+    (["doc.txt", "--name", ".."], "must be a file name prefix"),
+])
+def test_option_checks_are_usage_errors(capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        fineweb.parse_args(args)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_largest_shard_size_an_int32_header_holds_is_accepted():
+    assert fineweb.parse_args(["doc.txt", "--shard_size", str(2**31 - 1)]).shard_size == 2**31 - 1
