@@ -223,9 +223,9 @@ def test_rerun_and_extract_drop_the_recorded_run_id(tmp_path):
     log = make_log(tmp_path / "run.txt", env=this_environment(), overrides=("--run_id=seed0", "--seed=0"))
     for result in [tool("extract", log, "-o", tmp_path / "t.py"), tool("rerun", "--dry-run", log)]:
         assert result.returncode == 0, result.stderr
-        assert shlex.split(result.stdout.splitlines()[-1])[-1:] == ["--seed=0"]
+        assert shlex.split(result.stdout.splitlines()[-1])[2:] == ["--seed=0"]  # after the launcher and script
     result = tool("rerun", "--dry-run", log, "--", "--run_id=again")
-    assert shlex.split(result.stdout)[-2:] == ["--seed=0", "--run_id=again"]
+    assert shlex.split(result.stdout)[2:] == ["--seed=0", "--run_id=again"]
 
 
 def test_rerun_launches_and_returns_exit_code(tmp_path):
