@@ -349,6 +349,18 @@ def test_compare_reports_where_the_validations_first_reach_the_target(tmp_path):
     assert re.search(rf"^{re.escape(str(missed))}\s.*33512\s+n/a\s+n/a\s*$", result.stdout, re.M), result.stdout
 
 
+def test_compare_counts_a_loss_equal_to_the_target_and_a_first_validation_as_reaching_it(tmp_path):
+    """The record rule is val loss <= target: 3.2 at step 10 reaches 3.2 there (share 1, no interpolation). With a
+    target above the step-0 loss the first validation reaches it, with no earlier one to interpolate from."""
+    log = make_log(tmp_path / "run.txt", val_losses=(10.8, 3.2, 3.1))
+    result = tool("compare", log, "--target", "3.2")
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(log))}\s.*\s10/0\.35s\s+10\.0/0\.35s\s*$", result.stdout, re.M), result.stdout
+    result = tool("compare", log, "--target", "11")
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(log))}\s.*\s0/0\.00s\s+0\.0/0\.00s\s*$", result.stdout, re.M), result.stdout
+
+
 def test_compare_single_log_has_no_p_value_and_loose_files_form_one_group(tmp_path):
     one = make_log(tmp_path / "one.txt", val_losses=(10.8, 3.27))
     result = tool("compare", one)
@@ -382,6 +394,21 @@ def test_compare_leaves_out_a_run_cut_short(tmp_path):
     result = tool("compare", full, cut)
     assert result.returncode == 0, result.stderr
     assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*stopped$", result.stdout, re.M), result.stdout
+    assert "cut short" in result.stderr and str(cut) in result.stderr
+    fields, _ = parse_group_line(result.stdout, "(files)")
+    assert fields["n"] == "1" and float(fields["mean"]) == 3.27
+
+
+def test_compare_leaves_out_a_log_that_ends_mid_run_without_an_error_line(tmp_path):
+    """A run killed outright (SIGKILL, a lost node) writes no last line: its log just ends after a validation at
+    step 10 of 20. That loss is no result either."""
+    full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
+    cut = tmp_path / "cut.txt"
+    text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
+    cut.write_text(text[:text.index("step:11/20")])
+    result = tool("compare", full, cut)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*$", result.stdout, re.M), result.stdout
     assert "cut short" in result.stderr and str(cut) in result.stderr
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1" and float(fields["mean"]) == 3.27
@@ -434,6 +461,7 @@ def test_fallback_student_t_cdf_matches_scipy():
     for df in range(1, 30):
         for t in (-40.0, -6.5, -3.0645, -1.0, -0.1, 0.0, 0.7, 2.0, 9.0):
             assert module.student_t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-12)
+        assert (module.student_t_cdf(-math.inf, df), module.student_t_cdf(math.inf, df)) == (0.0, 1.0)
 
 
 def test_parser_reads_header_hyperparameters_and_steps(tmp_path):
@@ -567,6 +595,15 @@ def test_unwritable_output_is_one_line_error(tmp_path, option):
     result = tool(command, log, option, missing)
     assert result.returncode == 2
     assert result.stderr == f"error: {missing}: No such file or directory\n"
+
+
+@pytest.mark.parametrize("command", ["extract", "compare"])
+def test_arguments_after_double_dash_are_only_for_rerun(tmp_path, command):
+    log = make_log(tmp_path / "run.txt")
+    result = tool(command, log, "--", "--seed=1", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "arguments after -- are only accepted by rerun" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.txt"]  # extract wrote nothing
 
 
 def test_folder_without_logs_is_an_error(tmp_path):
