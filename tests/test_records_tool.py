@@ -217,6 +217,15 @@ def test_rerun_dry_run_writes_nothing_and_names_the_script_extract_writes(tmp_pa
     assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
 
 
+def test_rerun_dry_run_notes_that_a_different_file_under_the_scripts_name_is_not_the_logged_script(tmp_path):
+    log = make_log(tmp_path / "run.txt", env=this_environment())
+    (tmp_path / "train_gpt.py").write_text("print('another script')\n")
+    result = tool("rerun", "--dry-run", log, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "note: dry run, train_gpt.py not written" in result.stderr
+    assert (tmp_path / "train_gpt.py").read_text() == "print('another script')\n"
+
+
 def test_rerun_and_extract_drop_the_recorded_run_id(tmp_path):
     """The script names its log after --run_id: a re-run with the recorded one would write over the log it
     re-runs. Without it the script picks a fresh name; one given after -- still counts."""
@@ -267,6 +276,16 @@ def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
     assert any(line.startswith("---") for line in lines) and any(line.startswith("+++") for line in lines)
     hp = lines[lines.index("hyperparameters:") + 1:]
     assert hp == ["- lr: 0.05", "+ lr: 0.04", "- old_flag: True", "+ new_flag: 3"]
+
+
+def test_diff_marks_a_last_line_without_newline_as_diff_does(tmp_path):
+    a = make_log(tmp_path / "a.txt", "x = 1\ny = 1")
+    b = make_log(tmp_path / "b.txt", "x = 1\ny = 2")
+    result = tool("diff", a, b)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    hunk = lines[lines.index("@@ -1,2 +1,2 @@") + 1:lines.index("setup is identical")]
+    assert hunk == [" x = 1", "-y = 1", "\\ No newline at end of file", "+y = 2", "\\ No newline at end of file"]
 
 
 def test_diff_of_identical_logs(tmp_path):
@@ -477,6 +496,15 @@ def test_parser_reads_header_hyperparameters_and_steps(tmp_path):
     assert [row["step"] for row in log.steps if "val_loss" in row] == [0, 10, 20]
     assert "step_avg" not in log.steps[0]
     assert "startup" not in log.header and "warmup" not in log.header  # progress notes, not header fields
+
+
+def test_parser_reads_empty_values_whose_trailing_space_was_stripped(tmp_path):
+    """The scripts write an empty value as "  name: "; a log kept in git may lose that trailing space."""
+    module = load_tool_module()
+    path = make_log(tmp_path / "run.txt", hparams={"run_id": "", "lr": "0.05"})
+    path.write_bytes(path.read_bytes().replace(b"  run_id: \n", b"  run_id:\n"))
+    log = module.load_log(path)
+    assert log.hparams["run_id"] == "" and log.hparams["lr"] == "0.05" and "run_id:" not in log.hparams
 
 
 def test_current_environment_matches_torch_and_imports_it_only_for_gpu_builds():
