@@ -279,9 +279,11 @@ def cmd_rerun(args):
     if args.dry_run:  # writes nothing: the command names the script where extract would write it
         out = Path(args.output or default_script_name(log))
         print(shlex.join(launch_argv(reproduce_command(log, out)) + args.extra))
-        if not out.exists() or out.read_bytes() != log.source:
-            print(f"note: dry run, {out} not written; records/tool.py extract {shlex.quote(str(log.path))} "
-                  f"-o {shlex.quote(str(out))} writes it", file=sys.stderr)
+        extract = f"records/tool.py extract {shlex.quote(str(log.path))} -o {shlex.quote(str(out))}"
+        if not out.exists():
+            print(f"note: dry run, {out} not written; {extract} writes it", file=sys.stderr)
+        elif out.read_bytes() != log.source:
+            print(f"note: dry run, {out} is not the logged script; {extract} --force replaces it", file=sys.stderr)
         return 0
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
         out = Path(args.output or Path(tmp) / default_script_name(log))

@@ -222,8 +222,11 @@ def test_rerun_dry_run_notes_that_a_different_file_under_the_scripts_name_is_not
     (tmp_path / "train_gpt.py").write_text("print('another script')\n")
     result = tool("rerun", "--dry-run", log, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "note: dry run, train_gpt.py not written" in result.stderr
+    assert (f"note: dry run, train_gpt.py is not the logged script; records/tool.py extract {log} -o train_gpt.py "
+            "--force replaces it") in result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "print('another script')\n"
+    assert tool("extract", log, "-o", "train_gpt.py", "--force", cwd=tmp_path).returncode == 0  # as the note says
+    assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
 
 
 def test_rerun_and_extract_drop_the_recorded_run_id(tmp_path):
