@@ -10,7 +10,8 @@ from typing import Callable
 def display_dir(path: Path) -> str:
     """path relative to the working directory when it lies below it, with a trailing slash."""
     rel = os.path.relpath(path)
-    return (str(path) if rel.startswith("..") else rel) + os.sep
+    outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)  # "..data" is a folder below it
+    return (str(path) if outside else rel) + os.sep
 
 
 def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fix: str) -> int:

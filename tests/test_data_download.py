@@ -261,6 +261,13 @@ def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_p
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "data" / "d"))
     assert code == 0, err
     assert out[-1] == f"1 files, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
+    code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # below it too, despite the name
+    assert code == 0, err
+    assert out[-1] == f"1 files, 3 tokens in ..data{os.sep} (1 downloaded, 0 already present)"
+    monkeypatch.chdir(tmp_path / "data")
+    code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # outside it: the full path
+    assert code == 0, err
+    assert out[-1] == f"1 files, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
 
 
 def test_an_invalid_file_found_in_place_is_deleted(tmp_path, capsys):
