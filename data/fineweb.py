@@ -194,6 +194,9 @@ def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} is a file; give a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in sorted(out_dir.glob(f".{glob.escape(name)}-partial-*")):  # a run killed outright (no cleanup)
+        print(f"warning: {stale} holds an interrupted run's unfinished shards; delete it once no other run of "
+              f"fineweb.py writes there", file=sys.stderr)
     existing = existing_shards(out_dir, name)
     if existing and not overwrite:
         raise InputError(f"{out_dir} already holds {len(existing)} {name} shards; "

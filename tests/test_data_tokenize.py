@@ -163,6 +163,24 @@ def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, to
     assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == before
 
 
+def test_an_interrupted_runs_staging_folder_is_named_in_a_warning_and_kept(tmp_path, tokenizer_env):
+    """A run killed outright (SIGKILL, out of memory) cannot remove its hidden staging folder; the next run into
+    that folder says so, but deletes nothing: another run may be writing there."""
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+    out_dir = tmp_path / "out"
+    stale = out_dir / ".fineweb-partial-abc123"
+    stale.mkdir(parents=True)
+    (out_dir / ".other-partial-def456").mkdir()  # another name's staging: not this run's business
+    result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "interrupted" in line]
+    assert warnings == [f"warning: {stale} holds an interrupted run's unfinished shards; delete it once no other "
+                        "run of fineweb.py writes there"]
+    assert stale.is_dir() and sorted(p.name for p in out_dir.iterdir()) == [
+        ".fineweb-partial-abc123", ".other-partial-def456", "fineweb_val_000000.bin"]
+
+
 def test_non_utf8_names_the_line_and_the_files_byte(tmp_path, tokenizer_env, sample_jsonl):
     raw = sample_jsonl.read_bytes()
     lines = raw.count(b"\n")
