@@ -2,6 +2,7 @@
 
 Every message is checked in-process; one case per kind of check also runs the script for real."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -217,3 +218,52 @@ def test_too_little_fineweb_data_names_the_download_of_the_shards_the_run_wants(
     assert medium.shards_wanted("data/fineweb10B/fineweb_train_*.bin", 1, 1_000, 34_500) == (
         " (~35 in all: python data/cached_fineweb10B.py 35)")
     assert medium.shards_wanted("data/mine/mine_train_*.bin", 2, 0, 10) == ""  # no whole sequence: no rate
+
+
+# ----------------------------------------------------------------------------------------------
+# The record's defaults, and each check at the edges of its range: exactly at a limit passes, one step past is an error
+
+
+def test_defaults_are_the_8_gpu_record():
+    """The 8-GPU record run (records/track_2_medium/), every setting: a changed default is a deliberate edit."""
+    args = medium.Hyperparameters()
+    assert medium.parse_args([]) == args
+    assert args.train_files == "data/fineweb10B/fineweb_train_*.bin"
+    assert args.val_files == "data/fineweb10B/fineweb_val_*.bin"
+    assert args.val_tokens == 10_485_760
+    assert (args.train_seq_len, args.val_seq_len) == (64 * 1024, 4 * 64 * 1024)
+    assert args.grad_accum_steps == 0  # resolved to 8 // world_size at launch
+    assert (args.num_iterations, args.cooldown_frac, args.final_lr_frac, args.val_loss_every) == (6450, 0.6, 0.0, 125)
+    assert (args.window_start, args.window_end) == (0, 1728)  # 1 block -> 14 blocks (1792 tokens)
+    assert (args.vocab_size, args.num_layers, args.model_dim) == (50257, 16, 1024)
+    assert (args.num_heads, args.head_dim, args.mlp_ratio, args.mlp_epilogue) == (8, 128, 4, True)
+    assert (args.no_attention_layer, args.window_pattern) == (7, "LSSSLSSSSSSLSSSL")
+    assert args.skip_connections == "6>9,4>10,2>11"
+    assert (args.muon_lr, args.muon_momentum, args.muon_momentum_start) == (0.025, 0.95, 0.85)
+    assert args.muon_momentum_warmup_steps == 300
+    assert (args.muon_weight_decay, args.mlp_weight_decay_mult) == (0.01, 2.0)
+    assert (args.embed_lr, args.scalar_lr, args.head_lr) == (0.3, 0.015, 1 / 320)
+    assert (args.adam_beta1, args.adam_beta2, args.adam_eps) == (0.8, 0.95, 1e-10)
+    assert (args.warmup_steps, args.profile_steps, args.seed) == (10, 0, 0)
+    assert (args.device, args.compile, args.compile_cache) == ("cuda", True, "")
+    assert (args.logs_dir, args.run_id, args.peak_tflops, args.check_only) == ("logs", "", 989.0, False)
+    assert len(dataclasses.fields(args)) == 44  # a new setting gets its line above
+
+
+@pytest.mark.parametrize("raw, expected", [("true", True), ("1", True), ("yes", True), ("TRUE", True),
+                                           ("false", False), ("0", False), ("no", False), ("No", False)])
+def test_boolean_spellings(raw, expected):
+    assert medium.parse_args([f"--compile={raw}"]).compile is expected
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_setting_with_its_default_as_the_parser_spells_it(capsys, flag):
+    with pytest.raises(SystemExit) as exit_info:
+        medium.parse_args(["--num_iterations=3", flag])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: torchrun --standalone --nproc_per_node=N train_gpt_medium.py [--name=value ...]")
+    for f in dataclasses.fields(medium.Hyperparameters):
+        lines = [line.strip() for line in out.splitlines() if line.strip().startswith(f"--{f.name}=")]
+        assert len(lines) == 1 and lines[0].endswith(" " + f.metadata["help"]), f.name
+    assert "--compile=true " in out and "--num_iterations=6450 " in out  # booleans as the parser spells them
