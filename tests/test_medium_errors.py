@@ -267,3 +267,96 @@ def test_help_lists_every_setting_with_its_default_as_the_parser_spells_it(capsy
         lines = [line.strip() for line in out.splitlines() if line.strip().startswith(f"--{f.name}=")]
         assert len(lines) == 1 and lines[0].endswith(" " + f.metadata["help"]), f.name
     assert "--compile=true " in out and "--num_iterations=6450 " in out  # booleans as the parser spells them
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(num_iterations=1, val_loss_every=0, warmup_steps=0, muon_momentum_warmup_steps=0),
+    dict(train_seq_len=128, val_seq_len=128, val_tokens=128),
+    dict(muon_momentum=0.0, muon_momentum_start=0.0, adam_beta1=0.0, adam_beta2=0.0),
+    dict(cooldown_frac=1.0, final_lr_frac=1.0),
+    dict(muon_lr=1.0, muon_weight_decay=0.5),  # the MLP matrices' decay: 1 x 0.5 x 2 = exactly 1
+    dict(seed=2**63 - 1),
+    dict(window_start=1728),  # = window_end: a fixed window
+    dict(window_end=2**24),
+    dict(warmup_steps=2, profile_steps=1),
+    dict(num_layers=6, window_pattern="LSSSSL", no_attention_layer=5),
+    dict(model_dim=64, num_heads=16, head_dim=4),
+])
+def test_settings_at_the_edges_of_their_ranges_pass(overrides):
+    medium.check_settings(medium.Hyperparameters(device="cpu", **overrides), 1)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(val_tokens=0), "--val_tokens=0 must be positive"),  # passed every check, then validated nothing
+    (dict(window_start=-1), "--window_start=-1 must be >= 0"),
+    (dict(muon_momentum=1.0), "--muon_momentum=1.0 must be in [0, 1)"),
+    (dict(adam_eps=0.0), "--adam_eps=0 must be above 0"),
+    (dict(cooldown_frac=1.5), "--cooldown_frac=1.5 must be in [0, 1]"),
+    (dict(final_lr_frac=1.5), "--final_lr_frac=1.5 must be in [0, 1]"),
+    (dict(seed=-1), "--seed=-1 must be in [0, 2^63)"),
+    (dict(seed=2**63), f"--seed={2**63} must be in [0, 2^63)"),
+    # the attention matrices decay at lr x weight decay itself: past 1 with an MLP multiplier below 1 too
+    (dict(muon_lr=0.5, muon_weight_decay=3.0, mlp_weight_decay_mult=0.5),
+     "Muon's weight decay takes a matrix's weights past zero each step (lr x weight decay = 1.5 > 1); lower "
+     "--muon_weight_decay"),
+    (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end of "
+                             "text): at least 50257"),
+    (dict(train_seq_len=64), "--train_seq_len=64 is not a multiple of 128 (the attention block size); round it to one"),
+    (dict(window_end=2**24 + 1), f"--window_end={2**24 + 1} is above {2**24} tokens; a window past the sequence "
+                                 "length changes nothing"),
+    (dict(model_dim=60, num_heads=2, head_dim=30), "--head_dim=30 must be a multiple of 4 (half-truncated rotary)"),
+    (dict(num_layers=5, window_pattern="LSSSL", no_attention_layer=-1),
+     "--num_layers=5: at least 6 blocks (value embeddings on the first and last three)"),
+    (dict(window_pattern="LSSSLSSSSSSLSSS"),
+     "--window_pattern=LSSSLSSSSSSLSSS needs one L or S per block (16 letters)"),
+    (dict(window_pattern="LSSSLSSSSSSLSSSX"),
+     "--window_pattern=LSSSLSSSSSSLSSSX needs one L or S per block (16 letters)"),
+    (dict(skip_connections="5>5"),
+     "--skip_connections=5>5: write pairs a>b with a < b, comma-separated, e.g. 6>9,4>10"),
+    (dict(device="tpu"), "--device=tpu: use cuda or cpu"),
+])
+def test_values_one_step_past_each_limit_are_errors(overrides, message):
+    with pytest.raises(medium.SetupError) as error:
+        medium.check_settings(medium.Hyperparameters(**{"device": "cpu", **overrides}), 1)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4, 8, 16])
+def test_every_world_size_that_divides_8_passes_and_no_other(world_size):
+    args = medium.Hyperparameters(device="cpu")
+    if 8 % world_size == 0:
+        medium.check_settings(args, world_size)
+    else:
+        with pytest.raises(medium.SetupError, match=f"^world size {world_size} does not divide 8;"):
+            medium.check_settings(args, world_size)
+
+
+def test_val_tokens_must_split_over_world_size_times_val_seq_len():
+    """3 validation sequences are 3 steps of one rank, but no whole number of steps for 2 ranks."""
+    args = medium.Hyperparameters(device="cpu", val_seq_len=1024, val_tokens=3 * 1024)
+    medium.check_settings(args, 1)
+    with pytest.raises(medium.SetupError) as error:
+        medium.check_settings(args, 2)
+    assert str(error.value) == ("--val_tokens=3072 is not a multiple of world_size x val_seq_len = 2048; change "
+                                "--val_tokens or --val_seq_len")
+
+
+def fake_gpus(monkeypatch, count: int, capability=(9, 0)):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+
+
+def test_more_processes_per_node_than_gpus_is_one_error(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    medium.check_settings(medium.Hyperparameters(), 2)  # one process per GPU
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(medium.SetupError) as error:
+        medium.check_settings(medium.Hyperparameters(), 4)
+    assert str(error.value) == "4 processes per node but only 2 GPUs; launch one process per GPU"
+
+
+def test_mlp_epilogue_takes_any_model_dim_of_16_byte_rows(monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    medium.check_settings(medium.Hyperparameters(model_dim=24, num_heads=2, head_dim=12), 1)  # 48-byte bf16 rows
