@@ -360,3 +360,67 @@ def test_more_processes_per_node_than_gpus_is_one_error(monkeypatch):
 def test_mlp_epilogue_takes_any_model_dim_of_16_byte_rows(monkeypatch):
     fake_gpus(monkeypatch, 1)
     medium.check_settings(medium.Hyperparameters(model_dim=24, num_heads=2, head_dim=12), 1)  # 48-byte bf16 rows
+
+
+# ----------------------------------------------------------------------------------------------
+# check_data at its edges: exactly enough data passes, and every token id a run reads is checked
+
+
+def data_args(root: Path, **overrides) -> "medium.Hyperparameters":
+    settings = dict(train_files=str(root / "train_*.bin"), val_files=str(root / "val_*.bin"), train_seq_len=256,
+                    val_seq_len=256, val_tokens=1024, num_iterations=2, warmup_steps=0, device="cpu")
+    return medium.Hyperparameters(**{**settings, **overrides})
+
+
+def test_exactly_enough_train_sequences_and_val_tokens_pass(tmp_path):
+    shards.write_shard(tmp_path / "train_000001.bin", documents(6_000))
+    shards.write_shard(tmp_path / "val_000000.bin", documents(1_025))  # the 1,024 inputs and the last target
+    available, _ = medium.survey_windows([str(tmp_path / "train_000001.bin")], 256, 10 ** 9)
+    assert available == 20  # documents of 300 tokens: one 257-token window each (at 0, 300, ..., 5700)
+    medium.check_data(data_args(tmp_path, num_iterations=available), 1, 1)
+    with pytest.raises(medium.DataError, match=f"hold {available} sequences .* the run needs {available + 1};"):
+        medium.check_data(data_args(tmp_path, num_iterations=available + 1), 1, 1)
+    # the warmup reads the stream from its start as well: more warmup steps than sequences is short too
+    with pytest.raises(medium.DataError, match=f"the run needs {available + 1};"):
+        medium.check_data(data_args(tmp_path, num_iterations=1, warmup_steps=available + 1), 1, 1)
+    with pytest.raises(medium.DataError, match="hold 1025 tokens but --val_tokens=1025 needs 1026;"):
+        medium.check_data(data_args(tmp_path, val_tokens=1025), 1, 1)
+
+
+@pytest.mark.parametrize("which", ["train", "val"])
+def test_a_token_id_equal_to_vocab_size_is_a_data_error(tmp_path, which):
+    for name in ["train_000001.bin", "val_000000.bin"]:
+        tokens = documents(6_000)
+        if name.startswith(which):
+            tokens[1_024] = 50257  # for val: the last target --val_tokens=1024 reads
+        shards.write_shard(tmp_path / name, tokens)
+    with pytest.raises(medium.DataError) as error:
+        medium.check_data(data_args(tmp_path), 1, 1)
+    assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 50257, outside --vocab_size=50257; "
+                                "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
+    medium.check_data(data_args(tmp_path, vocab_size=50258), 1, 1)
+
+
+def test_an_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path):
+    """Every shard holds EOT, the largest GPT-2 id, so each shard's maximum is the same but for a bad id."""
+    bad = documents(6_000)
+    bad[500] = 60_000
+    shards.write_shard(tmp_path / "train_000001.bin", bad)
+    shards.write_shard(tmp_path / "train_000002.bin", documents(6_000))
+    shards.write_shard(tmp_path / "val_000000.bin", documents(2_000))
+    with pytest.raises(medium.DataError, match="hold token id 60000"):
+        medium.check_data(data_args(tmp_path, num_iterations=30), 1, 1)  # 20 windows a shard: both are read
+
+
+def test_every_train_shards_header_is_checked_not_only_those_the_run_reads(tmp_path):
+    shards.write_shard(tmp_path / "train_000001.bin", documents(6_000))
+    shards.write_shard(tmp_path / "val_000000.bin", documents(2_000))
+    write_raw(tmp_path / "train_000002.bin", [shards.MAGIC, 2, 10], 20)
+    with pytest.raises(medium.DataError, match="train_000002.bin: unsupported shard version 2"):
+        medium.check_data(data_args(tmp_path), 1, 1)  # 2 steps: the first shard holds them
+
+
+def test_a_shard_of_only_a_header_holds_no_tokens(tmp_path):
+    empty = write_raw(tmp_path / "empty.bin", [shards.MAGIC, 1, 0], 0)
+    assert medium.read_shard_header(str(empty)) == 0
+    assert medium.read_shard(str(empty)).numel() == 0
