@@ -302,6 +302,28 @@ def test_record_7_schedules_lr_flat_then_to_zero_momentum_warmup_and_window():
     assert medium.window_blocks_at(0, args) == 1 and medium.window_blocks_at(6450, args) == 14
 
 
+def test_lr_cooldown_ends_at_final_lr_frac_and_holds_it():
+    """Linear from 1 to final_lr_frac over the cooldown (the record's 0 would hide a schedule that ignores it)."""
+    args = medium.Hyperparameters(num_iterations=10, cooldown_frac=0.5, final_lr_frac=0.2)
+    assert [medium.lr_multiplier(s, args) for s in range(6)] == [1.0] * 6
+    assert medium.lr_multiplier(8, args) == pytest.approx(0.4 + 0.6 * 0.2)
+    assert [medium.lr_multiplier(s, args) for s in (10, 11, 20)] == [pytest.approx(0.2)] * 3
+
+
+def test_momentum_without_warmup_steps_is_the_final_momentum_from_step_0():
+    args = medium.Hyperparameters(muon_momentum_warmup_steps=0)
+    assert [medium.muon_momentum(s, args) for s in (0, 1, 500)] == [0.95] * 3
+
+
+def test_window_grows_from_window_start_and_holds_window_end_past_the_schedule():
+    """1024 -> 2048 tokens over 4 steps: 8, 10, 12, 14, 16 blocks; warmup steps past the schedule keep 16."""
+    args = medium.Hyperparameters(num_iterations=4, window_start=1024, window_end=2048)
+    assert [medium.window_blocks_at(s, args) for s in range(5)] == [8, 10, 12, 14, 16]
+    assert [medium.window_blocks_at(s, args) for s in (5, 40)] == [16, 16]
+    warm = medium.Hyperparameters(num_iterations=4, warmup_steps=40, window_start=1024, window_end=2048)
+    assert sorted(medium.window_tensors(warm, torch.device("cpu"))) == [1, 8, 10, 12, 14, 16]  # 1: warmup validation
+
+
 def test_train_step_applies_the_schedules_of_its_own_step():
     """Track 2's train_step with its own learning rates, through the check both tracks share."""
     check_train_step_applies_the_schedules_of_its_own_step(medium, (0.3, 0.015), 0.025)
