@@ -117,22 +117,6 @@ def test_windows_at_the_edges_of_the_rule(script, tmp_path):
     assert found == [0, 8, 21, 30]
 
 
-@pytest.mark.parametrize("world_size", [1, 2])
-def test_train_gpt_medium_batches_run_through_every_shard_dealt_to_ranks_in_turn(shards, world_size):
-    """train_gpt_medium.train_batches past the first shard's end too (the other tests of the dealing are track 1's):
-    window i of the stream goes to rank i % world_size, cut from the shard it comes from."""
-    files = train_files(shards)
-    expected = list(train_gpt_medium.sequence_windows(files, SEQ_LEN))
-    assert len({id(tokens) for tokens, _ in expected}) == 3
-    for rank in range(world_size):
-        batches = train_gpt_medium.train_batches(files, SEQ_LEN, rank, world_size, CPU)
-        for tokens, start in expected[rank::world_size]:
-            inputs, targets = next(batches)
-            assert inputs.dtype == targets.dtype == torch.int32
-            assert torch.equal(inputs, tokens[start:start + SEQ_LEN].int())
-            assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
-
-
 def test_train_batches_are_bos_aligned_shifted_pairs(shards):
     batches = train_gpt.train_batches(train_files(shards), SEQ_LEN, 0, 1, CPU)
     for (tokens, start), (inputs, targets) in zip(windows(train_files(shards), SEQ_LEN, 30), batches):
@@ -143,16 +127,19 @@ def test_train_batches_are_bos_aligned_shifted_pairs(shards):
         assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_train_batches_run_through_every_shard_with_each_shards_own_tokens(shards, world_size):
-    """Past the first shard's end too: each batch is cut from the shard its window comes from."""
+def test_train_batches_run_through_every_shard_with_each_shards_own_tokens(shards, script, world_size):
+    """Past the first shard's end too: window i of the stream goes to rank i % world_size, cut from the shard it
+    comes from."""
     files = train_files(shards)
-    expected = list(train_gpt.sequence_windows(files, SEQ_LEN))
+    expected = list(script.sequence_windows(files, SEQ_LEN))
     assert len({id(tokens) for tokens, _ in expected}) == 3
     for rank in range(world_size):
-        batches = train_gpt.train_batches(files, SEQ_LEN, rank, world_size, CPU)
+        batches = script.train_batches(files, SEQ_LEN, rank, world_size, CPU)
         for tokens, start in expected[rank::world_size]:
             inputs, targets = next(batches)
+            assert inputs.dtype == targets.dtype == torch.int32
             assert torch.equal(inputs, tokens[start:start + SEQ_LEN].int())
             assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
 
