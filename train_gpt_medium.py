@@ -1431,8 +1431,8 @@ def check_machine(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SetupError("CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
     if args.device == "cuda" and torch.cuda.device_count() < launch_number("LOCAL_WORLD_SIZE", 1):
-        raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node but only "
-                         f"{torch.cuda.device_count()} GPUs; launch one process per GPU")
+        raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node, more than the GPUs on it "
+                         f"({torch.cuda.device_count()}); launch one process per GPU")
     if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability() < (9, 0):
         major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "

@@ -354,7 +354,7 @@ def test_more_processes_per_node_than_gpus_is_one_error(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     with pytest.raises(medium.SetupError) as error:
         medium.check_settings(medium.Hyperparameters(), 4)
-    assert str(error.value) == "4 processes per node but only 2 GPUs; launch one process per GPU"
+    assert str(error.value) == "4 processes per node, more than the GPUs on it (2); launch one process per GPU"
 
 
 def test_mlp_epilogue_takes_any_model_dim_of_16_byte_rows(monkeypatch):

@@ -362,7 +362,7 @@ def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(), 2)
-    assert str(error.value) == "2 processes per node but only 1 GPUs; launch one process per GPU"
+    assert str(error.value) == "2 processes per node, more than the GPUs on it (1); launch one process per GPU"
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # two nodes of one GPU each
     train_gpt.check_settings(Hyperparameters(), 2)
 
