@@ -16,7 +16,10 @@ unpack_proxy_data
 gpus=${AB_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}; [ "$gpus" -ge 1 ] || gpus=1
 read -r -a gpu_ids <<< "${AB_GPU_IDS:-$(seq -s ' ' 0 $((gpus - 1)))}"; gpus=${#gpu_ids[@]}
 variants=("$@"); names=()
-for i in "${!variants[@]}"; do names+=("variant$i"); echo "variant$i (GPU ${gpu_ids[$((i % gpus))]}): ${variants[$i]}"; done
+for i in "${!variants[@]}"; do
+    names+=("variant$i")
+    echo "variant$i (GPU ${gpu_ids[$((i % gpus))]}): ${variants[$i]}"
+done
 for slot in $(seq 0 $((gpus - 1))); do
     gpu=${gpu_ids[$slot]}
     (

@@ -50,5 +50,6 @@ for track in tracks:
         print(f"step {step:>4}: {a:.4f} {b:.4f} relative difference {abs(a - b) / b:.2e}")
     for path, text in zip(paths, texts):
         last = (re.findall(r"step_avg:[\d.]+ms", text) or ["no step lines"])[-1]
-        print(path, "|", last, "|", *re.findall(r"peak memory.*", text), *re.findall(r"^(?:error|stopped).*", text, re.M))
+        ends = re.findall(r"^(?:error|stopped).*", text, re.M)
+        print(path, "|", last, "|", *re.findall(r"peak memory.*", text), *ends)
 PY

@@ -8,7 +8,8 @@ source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2
 steps=$(proxy_steps "$track") || exit 2
 unpack_proxy_data
-proxy_run "$(track_script "$track")" "$out" cold --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
-proxy_run "$(track_script "$track")" "$out" warm --num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1 "$@"
+proxy=(--num_iterations="$steps" --val_loss_every=100 --grad_accum_steps=1)
+proxy_run "$(track_script "$track")" "$out" cold "${proxy[@]}" "$@"
+proxy_run "$(track_script "$track")" "$out" warm "${proxy[@]}" "$@"
 proxy_run "$(track_script "$track")" "$out" fullbatch "${FULL_BATCH[@]}" "$@"
 proxy_summary "$out" cold warm fullbatch

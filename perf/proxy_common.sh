@@ -15,7 +15,8 @@ unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they ar
     for packed in "$PROXY_CARRY"/*.bin.xz; do
         [ -e "$packed" ] || continue
         local shard; shard=data/proxy/$(basename "$packed" .xz)
-        [ -e "$shard" ] || python -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard"
+        [ -e "$shard" ] || python -c "import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard"
     done
 }
 
@@ -24,7 +25,11 @@ compile_cache_of() {  # script: its torch.compile artifact file
 }
 
 proxy_steps() {  # the proxy schedule length of a track
-    case $1 in short) echo 400 ;; medium) echo 300 ;; *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;; esac
+    case $1 in
+        short) echo 400 ;;
+        medium) echo 300 ;;
+        *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;;
+    esac
 }
 
 track_script() {  # the script of a track
@@ -76,7 +81,11 @@ proxy_summary() {  # out dir, run names...: one line per run
     echo "== summary: run | process start to first timed step | val lines (step, loss, step_avg) | peak memory"
     for name in "$@"; do
         local f="$out/$name.out"; [ -f "$f" ] || continue
-        echo "$name | $(grep -m1 -o 'first timed step at .*' "$f") ($(grep -m1 -o '[0-9]* artifacts loaded' "$f" || echo 'no compile cache')) | $(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}') | $(grep 'peak memory' "$f")"
+        local start cache vals
+        start=$(grep -m1 -o 'first timed step at .*' "$f")
+        cache=$(grep -m1 -o '[0-9]* artifacts loaded' "$f" || echo 'no compile cache')
+        vals=$(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}')
+        echo "$name | $start ($cache) | $vals | $(grep 'peak memory' "$f")"
     done
 }
 
