@@ -424,37 +424,3 @@ def test_a_shard_of_only_a_header_holds_no_tokens(tmp_path):
     empty = write_raw(tmp_path / "empty.bin", [shards.MAGIC, 1, 0], 0)
     assert medium.read_shard_header(str(empty)) == 0
     assert medium.read_shard(str(empty)).numel() == 0
-
-
-# ----------------------------------------------------------------------------------------------
-# main() up to --check_only: the accumulation it resolves, and every rank stops there
-
-
-@pytest.mark.parametrize("world_size, expected", [(1, 8), (2, 4), (4, 2), (8, 1)])
-def test_grad_accum_steps_zero_means_eight_over_world_size(monkeypatch, world_size, expected):
-    seen = {}
-
-    def fake_check_data(args, ws, grad_accum_steps):
-        seen.update(world_size=ws, grad_accum_steps=grad_accum_steps, field=args.grad_accum_steps)
-        return [], []
-
-    monkeypatch.setattr(medium, "check_data", fake_check_data)
-    monkeypatch.setenv("WORLD_SIZE", str(world_size))
-    monkeypatch.setattr(sys, "argv", ["train_gpt_medium.py", "--device=cpu", "--check_only=true"])
-    medium.main()
-    assert seen == dict(world_size=world_size, grad_accum_steps=expected, field=expected)
-
-
-@pytest.mark.parametrize("rank", [0, 1])
-def test_check_only_stops_every_rank_and_rank_0_alone_says_ok(monkeypatch, capsys, rank):
-    def no_run(*args, **kwargs):
-        raise AssertionError("--check_only went on into the run")
-
-    monkeypatch.setattr(medium, "check_data", lambda args, ws, accum: ([], []))
-    monkeypatch.setattr(medium, "configure_triton_builds", no_run)
-    monkeypatch.setattr(medium, "init_distributed", no_run)
-    for name, value in [("WORLD_SIZE", "2"), ("RANK", str(rank)), ("LOCAL_RANK", str(rank))]:
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(sys, "argv", ["train_gpt_medium.py", "--device=cpu", "--check_only=true"])
-    medium.main()
-    assert capsys.readouterr().out == ("ok: settings, data and device checked for world size 2\n" if rank == 0 else "")

@@ -12,6 +12,7 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
+import train_gpt_medium  # noqa: E402
 from train_gpt import Hyperparameters, SetupError, parse_args  # noqa: E402
 
 
@@ -114,34 +115,36 @@ def test_bad_arguments_raise_one_setup_error(argv, message):
     assert error.value.__context__ is None or error.value.__suppress_context__
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("world_size, expected", [(1, 8), (2, 4), (4, 2), (8, 1)])
-def test_grad_accum_steps_zero_means_eight_over_world_size(monkeypatch, world_size, expected):
+def test_grad_accum_steps_zero_means_eight_over_world_size(monkeypatch, script, world_size, expected):
     seen = {}
 
     def fake_check_data(args, ws, grad_accum_steps):
         seen.update(world_size=ws, grad_accum_steps=grad_accum_steps, field=args.grad_accum_steps)
         return [], []
 
-    monkeypatch.setattr(train_gpt, "check_data", fake_check_data)
+    monkeypatch.setattr(script, "check_data", fake_check_data)
     monkeypatch.setenv("WORLD_SIZE", str(world_size))
-    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
-    train_gpt.main()  # check_only returns before any process group or model is made
+    monkeypatch.setattr(sys, "argv", [f"{script.__name__}.py", "--device=cpu", "--check_only=true"])
+    script.main()  # check_only returns before any process group or model is made
     assert seen == dict(world_size=world_size, grad_accum_steps=expected, field=expected)
 
 
-def test_check_only_stops_every_rank_after_the_checks_and_rank_0_alone_says_so(monkeypatch, capsys):
-    def set_up_anyway():
-        raise AssertionError("a rank went on past --check_only")
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_check_only_stops_every_rank_after_the_checks_and_rank_0_alone_says_so(monkeypatch, capsys, script, rank):
+    def no_run(*args, **kwargs):
+        raise AssertionError("--check_only went on into the run")
 
-    monkeypatch.setattr(train_gpt, "check_data", lambda args, ws, accum: ([], []))
-    monkeypatch.setattr(train_gpt, "configure_triton_builds", set_up_anyway)  # the first step after the checks
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
-    for rank in ("0", "1"):
-        monkeypatch.setenv("RANK", rank)
-        monkeypatch.setenv("LOCAL_RANK", rank)
-        train_gpt.main()
-    assert capsys.readouterr().out == "ok: settings, data and device checked for world size 2\n"
+    monkeypatch.setattr(script, "check_data", lambda args, ws, accum: ([], []))
+    monkeypatch.setattr(script, "configure_triton_builds", no_run)  # the first steps after the checks
+    monkeypatch.setattr(script, "init_distributed", no_run)
+    for name, value in [("WORLD_SIZE", "2"), ("RANK", str(rank)), ("LOCAL_RANK", str(rank))]:
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", [f"{script.__name__}.py", "--device=cpu", "--check_only=true"])
+    script.main()
+    assert capsys.readouterr().out == ("ok: settings, data and device checked for world size 2\n" if rank == 0 else "")
 
 
 def test_explicit_grad_accum_steps_is_kept(monkeypatch):
