@@ -406,31 +406,19 @@ def test_compare_tolerates_noise_nan_and_stopped_runs(tmp_path):
     assert fields["n"] == "1"
 
 
-def test_compare_leaves_out_a_run_cut_short(tmp_path):
-    """A log whose last step line is below its total (a run killed mid-way) has no result: its last val loss,
-    from an earlier step, does not enter the statistics."""
+@pytest.mark.parametrize("last_line, status", [("error: KeyboardInterrupt: \n", "stopped"), ("", "")],
+                         ids=["an error line", "killed outright"])
+def test_compare_leaves_out_a_run_cut_short(tmp_path, last_line, status):
+    """A log whose last step line is below its total (a run stopped mid-way, with the scripts' last error line, or
+    killed outright by SIGKILL or a lost node, its log just ending after the validation at step 10 of 20) has no
+    result: its last val loss, from an earlier step, does not enter the statistics."""
     full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
     cut = tmp_path / "cut.txt"
     text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
-    cut.write_text(text[:text.index("step:11/20")] + "error: KeyboardInterrupt: \n")  # the scripts' last line
+    cut.write_text(text[:text.index("step:11/20")] + last_line)
     result = tool("compare", full, cut)
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*stopped$", result.stdout, re.M), result.stdout
-    assert "cut short" in result.stderr and str(cut) in result.stderr
-    fields, _ = parse_group_line(result.stdout, "(files)")
-    assert fields["n"] == "1" and float(fields["mean"]) == 3.27
-
-
-def test_compare_leaves_out_a_log_that_ends_mid_run_without_an_error_line(tmp_path):
-    """A run killed outright (SIGKILL, a lost node) writes no last line: its log just ends after a validation at
-    step 10 of 20. That loss is no result either."""
-    full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
-    cut = tmp_path / "cut.txt"
-    text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
-    cut.write_text(text[:text.index("step:11/20")])
-    result = tool("compare", full, cut)
-    assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*$", result.stdout, re.M), result.stdout
+    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*{status}$", result.stdout, re.M), result.stdout
     assert "cut short" in result.stderr and str(cut) in result.stderr
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1" and float(fields["mean"]) == 3.27
