@@ -255,7 +255,6 @@ def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monke
         'error: org/corpus (config None, split train) has no field "content"; pass --text_field')
 
 
-
 def test_shard_writer_fills_exact_shards_and_writes_no_empty_one(tmp_path):
     writer = fineweb.ShardWriter(tmp_path, "w", 4)
     for piece in ([shards.EOT, 1, 2], [shards.EOT, 3, 4, 5, shards.EOT], [6, 7, 8, 9]):
