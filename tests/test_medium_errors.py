@@ -188,10 +188,15 @@ def test_unreadable_compile_cache_is_one_error_line(folder, tmp_path):
                              "artifacts); delete it to compile from scratch and write a new one\n")
 
 
-def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkeypatch):
+def fake_gpu(monkeypatch, capability):
+    """One GPU of this compute capability."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+
+
+def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkeypatch):
+    fake_gpu(monkeypatch, (8, 0))
     gpu = [a for a in TINY if a != "--device=cpu"] + [f"--train_files={folder}/good_train_*.bin",
                                                       f"--val_files={folder}/good_val_*.bin"]
     assert first_error(gpu, {}) == ("--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_80); pass "
@@ -202,9 +207,7 @@ def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkey
 def test_mlp_epilogue_with_rows_tma_cannot_take_is_one_error_line(folder, monkeypatch):
     """TMA descriptors need 16-byte rows: 5 heads of 132 (model_dim 660) passed every other check and crashed in
     warmup step 1, after the compile."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    fake_gpu(monkeypatch, (9, 0))
     gpu = [a for a in TINY if a not in ("--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32")]
     gpu += ["--model_dim=660", "--num_heads=5", "--head_dim=132", f"--train_files={folder}/good_train_*.bin",
             f"--val_files={folder}/good_val_*.bin"]
@@ -248,25 +251,6 @@ def test_defaults_are_the_8_gpu_record():
     assert (args.device, args.compile, args.compile_cache) == ("cuda", True, "")
     assert (args.logs_dir, args.run_id, args.peak_tflops, args.check_only) == ("logs", "", 989.0, False)
     assert len(dataclasses.fields(args)) == 44  # a new setting gets its line above
-
-
-@pytest.mark.parametrize("raw, expected", [("true", True), ("1", True), ("yes", True), ("TRUE", True),
-                                           ("false", False), ("0", False), ("no", False), ("No", False)])
-def test_boolean_spellings(raw, expected):
-    assert medium.parse_args([f"--compile={raw}"]).compile is expected
-
-
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_help_lists_every_setting_with_its_default_as_the_parser_spells_it(capsys, flag):
-    with pytest.raises(SystemExit) as exit_info:
-        medium.parse_args(["--num_iterations=3", flag])
-    assert exit_info.value.code == 0
-    out = capsys.readouterr().out
-    assert out.startswith("usage: torchrun --standalone --nproc_per_node=N train_gpt_medium.py [--name=value ...]")
-    for f in dataclasses.fields(medium.Hyperparameters):
-        lines = [line.strip() for line in out.splitlines() if line.strip().startswith(f"--{f.name}=")]
-        assert len(lines) == 1 and lines[0].endswith(" " + f.metadata["help"]), f.name
-    assert "--compile=true " in out and "--num_iterations=6450 " in out  # booleans as the parser spells them
 
 
 @pytest.mark.parametrize("overrides", [
@@ -321,106 +305,6 @@ def test_values_one_step_past_each_limit_are_errors(overrides, message):
     assert str(error.value) == message
 
 
-@pytest.mark.parametrize("world_size", [1, 2, 4, 8, 16])
-def test_every_world_size_that_divides_8_passes_and_no_other(world_size):
-    args = medium.Hyperparameters(device="cpu")
-    if 8 % world_size == 0:
-        medium.check_settings(args, world_size)
-    else:
-        with pytest.raises(medium.SetupError, match=f"^world size {world_size} does not divide 8;"):
-            medium.check_settings(args, world_size)
-
-
-def test_val_tokens_must_split_over_world_size_times_val_seq_len():
-    """3 validation sequences are 3 steps of one rank, but no whole number of steps for 2 ranks."""
-    args = medium.Hyperparameters(device="cpu", val_seq_len=1024, val_tokens=3 * 1024)
-    medium.check_settings(args, 1)
-    with pytest.raises(medium.SetupError) as error:
-        medium.check_settings(args, 2)
-    assert str(error.value) == ("--val_tokens=3072 is not a multiple of world_size x val_seq_len = 2048; change "
-                                "--val_tokens or --val_seq_len")
-
-
-def fake_gpus(monkeypatch, count: int, capability=(9, 0)):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-
-
-def test_more_processes_per_node_than_gpus_is_one_error(monkeypatch):
-    fake_gpus(monkeypatch, 2)
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    medium.check_settings(medium.Hyperparameters(), 2)  # one process per GPU
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    with pytest.raises(medium.SetupError) as error:
-        medium.check_settings(medium.Hyperparameters(), 4)
-    assert str(error.value) == "4 processes per node, more than the GPUs on it (2); launch one process per GPU"
-
-
 def test_mlp_epilogue_takes_any_model_dim_of_16_byte_rows(monkeypatch):
-    fake_gpus(monkeypatch, 1)
+    fake_gpu(monkeypatch, (9, 0))
     medium.check_settings(medium.Hyperparameters(model_dim=24, num_heads=2, head_dim=12), 1)  # 48-byte bf16 rows
-
-
-# ----------------------------------------------------------------------------------------------
-# check_data at its edges: exactly enough data passes, and every token id a run reads is checked
-
-
-def data_args(root: Path, **overrides) -> "medium.Hyperparameters":
-    settings = dict(train_files=str(root / "train_*.bin"), val_files=str(root / "val_*.bin"), train_seq_len=256,
-                    val_seq_len=256, val_tokens=1024, num_iterations=2, warmup_steps=0, device="cpu")
-    return medium.Hyperparameters(**{**settings, **overrides})
-
-
-def test_exactly_enough_train_sequences_and_val_tokens_pass(tmp_path):
-    shards.write_shard(tmp_path / "train_000001.bin", documents(6_000))
-    shards.write_shard(tmp_path / "val_000000.bin", documents(1_025))  # the 1,024 inputs and the last target
-    available, _ = medium.survey_windows([str(tmp_path / "train_000001.bin")], 256, 10 ** 9)
-    assert available == 20  # documents of 300 tokens: one 257-token window each (at 0, 300, ..., 5700)
-    medium.check_data(data_args(tmp_path, num_iterations=available), 1, 1)
-    with pytest.raises(medium.DataError, match=f"hold {available} sequences .* the run needs {available + 1};"):
-        medium.check_data(data_args(tmp_path, num_iterations=available + 1), 1, 1)
-    # the warmup reads the stream from its start as well: more warmup steps than sequences is short too
-    with pytest.raises(medium.DataError, match=f"the run needs {available + 1};"):
-        medium.check_data(data_args(tmp_path, num_iterations=1, warmup_steps=available + 1), 1, 1)
-    with pytest.raises(medium.DataError, match="hold 1025 tokens but --val_tokens=1025 needs 1026;"):
-        medium.check_data(data_args(tmp_path, val_tokens=1025), 1, 1)
-
-
-@pytest.mark.parametrize("which", ["train", "val"])
-def test_a_token_id_equal_to_vocab_size_is_a_data_error(tmp_path, which):
-    for name in ["train_000001.bin", "val_000000.bin"]:
-        tokens = documents(6_000)
-        if name.startswith(which):
-            tokens[1_024] = 50257  # for val: the last target --val_tokens=1024 reads
-        shards.write_shard(tmp_path / name, tokens)
-    with pytest.raises(medium.DataError) as error:
-        medium.check_data(data_args(tmp_path), 1, 1)
-    assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 50257, outside --vocab_size=50257; "
-                                "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
-    medium.check_data(data_args(tmp_path, vocab_size=50258), 1, 1)
-
-
-def test_an_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path):
-    """Every shard holds EOT, the largest GPT-2 id, so each shard's maximum is the same but for a bad id."""
-    bad = documents(6_000)
-    bad[500] = 60_000
-    shards.write_shard(tmp_path / "train_000001.bin", bad)
-    shards.write_shard(tmp_path / "train_000002.bin", documents(6_000))
-    shards.write_shard(tmp_path / "val_000000.bin", documents(2_000))
-    with pytest.raises(medium.DataError, match="hold token id 60000"):
-        medium.check_data(data_args(tmp_path, num_iterations=30), 1, 1)  # 20 windows a shard: both are read
-
-
-def test_every_train_shards_header_is_checked_not_only_those_the_run_reads(tmp_path):
-    shards.write_shard(tmp_path / "train_000001.bin", documents(6_000))
-    shards.write_shard(tmp_path / "val_000000.bin", documents(2_000))
-    write_raw(tmp_path / "train_000002.bin", [shards.MAGIC, 2, 10], 20)
-    with pytest.raises(medium.DataError, match="train_000002.bin: unsupported shard version 2"):
-        medium.check_data(data_args(tmp_path), 1, 1)  # 2 steps: the first shard holds them
-
-
-def test_a_shard_of_only_a_header_holds_no_tokens(tmp_path):
-    empty = write_raw(tmp_path / "empty.bin", [shards.MAGIC, 1, 0], 0)
-    assert medium.read_shard_header(str(empty)) == 0
-    assert medium.read_shard(str(empty)).numel() == 0

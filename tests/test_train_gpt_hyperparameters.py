@@ -67,31 +67,32 @@ def test_a_float_field_accepts_an_integer_and_the_last_override_wins():
     assert args.num_iterations == 7
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("raw, expected", [("true", True), ("1", True), ("yes", True), ("TRUE", True),
-                                           ("false", False), ("0", False), ("no", False), ("False", False)])
-def test_boolean_spellings(raw, expected):
-    assert parse_args([f"--compile={raw}"]).compile is expected
+                                           ("false", False), ("0", False), ("no", False), ("False", False),
+                                           ("No", False)])
+def test_boolean_spellings(script, raw, expected):
+    assert script.parse_args([f"--compile={raw}"]).compile is expected
 
 
-def test_help_lists_every_field_with_its_default(capsys):
+@pytest.mark.parametrize("script, iterations, window_pattern", [(train_gpt, 1619, "LSSSLSSLSSSL"),
+                                                                (train_gpt_medium, 6450, "LSSSLSSSSSSLSSSL")],
+                         ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_field_with_its_default(capsys, script, iterations, window_pattern, flag):
     with pytest.raises(SystemExit) as exit_info:
-        parse_args(["--num_iterations=3", "--help"])
+        script.parse_args(["--num_iterations=3", flag])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage:")
-    for f in dataclasses.fields(Hyperparameters):
+    assert out.startswith(f"usage: torchrun --standalone --nproc_per_node=N {script.__name__}.py [--name=value ...]")
+    for f in dataclasses.fields(script.Hyperparameters):
         lines = [line.strip() for line in out.splitlines() if line.strip().startswith(f"--{f.name}=")]
         assert len(lines) == 1, f.name
         shown = lines[0][len(f"--{f.name}="):]
-        assert shown.startswith(train_gpt.format_value(f.default) + " "), f.name
+        assert shown.startswith(script.format_value(f.default) + " "), f.name
         assert shown.endswith(" " + f.metadata["help"]), f.name
-    assert "--compile=true " in out and "--num_iterations=1619 " in out  # booleans as the parser spells them
-
-
-def test_dash_h_is_help_too(capsys):
-    with pytest.raises(SystemExit):
-        parse_args(["-h"])
-    assert "--window_pattern=LSSSLSSLSSSL" in capsys.readouterr().out
+    assert "--compile=true " in out and f"--num_iterations={iterations} " in out  # booleans as the parser spells them
+    assert f"--window_pattern={window_pattern} " in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -360,14 +361,15 @@ def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capabilit
     assert str(error.value) == message
 
 
-def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch, script):
     fake_gpu(monkeypatch, (9, 0))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    with pytest.raises(SetupError) as error:
-        train_gpt.check_settings(Hyperparameters(), 2)
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
     assert str(error.value) == "2 processes per node, more than the GPUs on it (1); launch one process per GPU"
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # two nodes of one GPU each
-    train_gpt.check_settings(Hyperparameters(), 2)
+    script.check_settings(script.Hyperparameters(), 2)
 
 
 def test_a_gpu_without_rowwise_fp8_matmuls_is_one_error_line_unless_the_qkv_projection_stays_bf16(monkeypatch):

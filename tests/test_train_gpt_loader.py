@@ -242,27 +242,30 @@ def test_check_data_reports_too_few_validation_tokens(shards):
                                 "5001; lower --val_tokens or add validation data")
 
 
-def test_check_data_checks_every_header_first(shards, tmp_path):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_checks_every_header_first(shards, tmp_path, script):
     for path in shards.glob("train_*.bin"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     raw_file(tmp_path / "train_000009.bin", [20240520, 2, 0], 0)
-    with pytest.raises(DataError, match=r"train_000009.bin: unsupported shard version 2"):
-        train_gpt.check_data(data_args(shards, train_files=str(tmp_path / "train_*.bin")), 1, 8)
+    with pytest.raises(script.DataError, match=r"train_000009.bin: unsupported shard version 2"):
+        script.check_data(data_args(shards, script, train_files=str(tmp_path / "train_*.bin")), 1, 8)
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("world_size", [3, 5, 6, 16])
-def test_world_size_must_divide_8(world_size):
-    with pytest.raises(SetupError) as error:
-        train_gpt.check_settings(Hyperparameters(device="cpu"), world_size)
+def test_world_size_must_divide_8(script, world_size):
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu"), world_size)
     assert str(error.value) == (f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                                 "(./run.sh picks the GPU count)")
 
 
-def test_val_tokens_must_split_evenly_over_the_ranks():
-    args = Hyperparameters(device="cpu", val_tokens=2 * 262_144)  # two validation steps of one process
-    train_gpt.check_settings(args, 2)
-    with pytest.raises(SetupError) as error:
-        train_gpt.check_settings(args, 4)
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_val_tokens_must_split_evenly_over_the_ranks(script):
+    args = script.Hyperparameters(device="cpu", val_tokens=2 * 262_144)  # two validation steps of one process
+    script.check_settings(args, 2)
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(args, 4)
     assert str(error.value) == ("--val_tokens=524288 is not a multiple of world_size x val_seq_len = 1048576; change "
                                 "--val_tokens or --val_seq_len")
 
@@ -293,9 +296,10 @@ def test_other_setting_errors(overrides, message):
     assert str(error.value).startswith(message)
 
 
-def test_default_settings_pass_for_every_world_size():
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_default_settings_pass_for_every_world_size(script):
     for world_size in (1, 2, 4, 8):
-        train_gpt.check_settings(Hyperparameters(device="cpu"), world_size)
+        script.check_settings(script.Hyperparameters(device="cpu"), world_size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -360,24 +364,51 @@ def test_check_data_counts_the_warmups_sequences_too(shards):
     assert f"the run needs {steps * 8};" in str(error.value)
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_exactly_enough_train_sequences_and_val_tokens_pass(tmp_path, script):
+    tokens = np.random.default_rng(0).integers(0, 50000, 6_000)
+    tokens[::300] = EOT  # documents of 300 tokens: one 257-token window each (at 0, 300, ..., 5700)
+    write_shard(tmp_path / "train_000001.bin", tokens)
+    write_shard(tmp_path / "val_000000.bin", tokens[:1_025])  # the 1,024 inputs and the last target
+    available, _ = script.survey_windows(train_files(tmp_path), SEQ_LEN, 10 ** 9)
+    assert available == 20
+    script.check_data(data_args(tmp_path, script, num_iterations=available, warmup_steps=0), 1, 1)
+    with pytest.raises(script.DataError, match=f"hold {available} sequences .* the run needs {available + 1};"):
+        script.check_data(data_args(tmp_path, script, num_iterations=available + 1, warmup_steps=0), 1, 1)
+    # the warmup reads the stream from its start as well: more warmup steps than sequences is short too
+    with pytest.raises(script.DataError, match=f"the run needs {available + 1};"):
+        script.check_data(data_args(tmp_path, script, num_iterations=1, warmup_steps=available + 1), 1, 1)
+    with pytest.raises(script.DataError, match="hold 1025 tokens but --val_tokens=1025 needs 1026;"):
+        script.check_data(data_args(tmp_path, script, val_tokens=1025, warmup_steps=0), 1, 1)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_shard_of_only_a_header_holds_no_tokens(tmp_path, script):
+    empty = raw_file(tmp_path / "empty.bin", [20240520, 1, 0], 0)
+    assert script.read_shard_header(empty) == 0
+    assert script.read_shard(empty).numel() == 0
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("which", ["train", "val"])
-def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, which):
+def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, script, which):
     rng = np.random.default_rng(0)
     for name in ["train_000001.bin", "val_000000.bin"]:
         tokens = documents(rng, 6_000)
         if name.startswith(which):
             tokens[500] = 60_000
         write_shard(tmp_path / name, tokens)
-    with pytest.raises(DataError) as error:
-        train_gpt.check_data(data_args(tmp_path), 1, 1)
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(tmp_path, script), 1, 1)
     assert str(error.value) == (f"{tmp_path / (which + '_*.bin')} hold token id 60000, outside --vocab_size=50257; "
                                 "check them with python data/check_shards.py (GPT-2 tokens are below 50257)")
-    train_gpt.check_data(data_args(tmp_path, vocab_size=60_001), 1, 1)
-    with pytest.raises(DataError, match="hold token id 60000, outside --vocab_size=60000;"):
-        train_gpt.check_data(data_args(tmp_path, vocab_size=60_000), 1, 1)  # ids run from 0 to vocab_size - 1
+    script.check_data(data_args(tmp_path, script, vocab_size=60_001), 1, 1)
+    with pytest.raises(script.DataError, match="hold token id 60000, outside --vocab_size=60000;"):
+        script.check_data(data_args(tmp_path, script, vocab_size=60_000), 1, 1)  # ids run from 0 to vocab_size - 1
 
 
-def test_a_token_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_token_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path, script):
     """The largest id over every shard the run reads, not only the last one's."""
     rng = np.random.default_rng(0)
     first = documents(rng, 1_000)  # a few sequences: the run reads on into the second shard
@@ -386,9 +417,9 @@ def test_a_token_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_p
     write_shard(tmp_path / "train_000002.bin", documents(rng, 6_000))
     write_shard(tmp_path / "val_000000.bin", documents(rng, 6_000))
     files = train_files(tmp_path)
-    assert train_gpt.survey_windows(files, SEQ_LEN, 10 ** 9)[1] == 60_000
-    with pytest.raises(DataError) as error:
-        train_gpt.check_data(data_args(tmp_path), 1, 1)
+    assert script.survey_windows(files, SEQ_LEN, 10 ** 9)[1] == 60_000
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(tmp_path, script), 1, 1)
     assert str(error.value).startswith(f"{tmp_path / 'train_*.bin'} hold token id 60000, outside --vocab_size=50257;")
 
 
