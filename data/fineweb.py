@@ -189,8 +189,8 @@ def existing_shards(out_dir: Path, name: str) -> list:
 
 
 def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
-    """Create out_dir; refuse to mix with existing <name> shards unless overwrite (which replaces them only once
-    the new shards are complete: publish_shards)."""
+    """Create out_dir, naming any staging folder a killed run left there; refuse to mix with existing <name> shards
+    unless overwrite (which replaces them only once the new shards are complete: publish_shards)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} is a file; give a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
