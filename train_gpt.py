@@ -1590,6 +1590,9 @@ def read_shard_header(path: str) -> int:
         raise DataError(f"{path}: unsupported shard version {header[1]} (expected {SHARD_VERSION}); "
                         "re-download or re-tokenize it")
     num_tokens = int(header[2])
+    if num_tokens < 0:
+        raise DataError(f"{path}: corrupt: the header's token count is negative ({num_tokens}); "
+                        "re-download or re-tokenize it")
     expected = HEADER_BYTES + 2 * num_tokens
     if size != expected:
         problem = "truncated" if size < expected else "corrupt"
@@ -1697,9 +1700,9 @@ def check_numbers(args: Hyperparameters):
         if getattr(args, name) > 1:
             raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1]")
     decay = args.muon_lr * args.muon_weight_decay
-    if decay > 1:
-        raise SetupError(f"Muon's weight decay takes a matrix's weights past zero each step (lr x weight decay = "
-                         f"{decay:g} > 1); lower --muon_weight_decay")
+    if decay >= 1:
+        raise SetupError(f"Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight "
+                         f"decay = {decay:g} >= 1); lower --muon_weight_decay")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
 

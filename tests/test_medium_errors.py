@@ -258,7 +258,7 @@ def test_defaults_are_the_8_gpu_record():
     dict(train_seq_len=128, val_seq_len=128, val_tokens=128),
     dict(muon_momentum=0.0, muon_momentum_start=0.0, adam_beta1=0.0, adam_beta2=0.0),
     dict(cooldown_frac=1.0, final_lr_frac=1.0),
-    dict(muon_lr=1.0, muon_weight_decay=0.5),  # the MLP matrices' decay: 1 x 0.5 x 2 = exactly 1
+    dict(muon_lr=1.0, muon_weight_decay=0.499),  # the MLP matrices' decay: 1 x 0.499 x 2, just below 1
     dict(seed=2**63 - 1),
     dict(window_start=1728),  # = window_end: a fixed window
     dict(window_end=2**24),
@@ -281,8 +281,11 @@ def test_settings_at_the_edges_of_their_ranges_pass(overrides):
     (dict(seed=2**63), f"--seed={2**63} must be in [0, 2^63)"),
     # the attention matrices decay at lr x weight decay itself: past 1 with an MLP multiplier below 1 too
     (dict(muon_lr=0.5, muon_weight_decay=3.0, mlp_weight_decay_mult=0.5),
-     "Muon's weight decay takes a matrix's weights past zero each step (lr x weight decay = 1.5 > 1); lower "
-     "--muon_weight_decay"),
+     "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay = 1.5 >= 1); "
+     "lower --muon_weight_decay"),
+    (dict(muon_lr=1.0, muon_weight_decay=0.5),  # the MLP matrices' decay: exactly 1 zeroes them each step
+     "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay = 1 >= 1); "
+     "lower --muon_weight_decay"),
     (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end of "
                              "text): at least 50257"),
     (dict(train_seq_len=64), "--train_seq_len=64 is not a multiple of 128 (the attention block size); round it to one"),

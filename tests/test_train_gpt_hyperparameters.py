@@ -227,8 +227,10 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     (dict(no_attention_layer=12), "--no_attention_layer=12: use -1 (none) or a block index from 0 to 11"),
     (dict(no_attention_layer=-7), "--no_attention_layer=-7: use -1 (none) or a block index from 0 to 11"),
     (dict(final_lr_frac=1.5), "--final_lr_frac=1.5 must be in [0, 1]"),
-    (dict(muon_weight_decay=30.0), "Muon's weight decay takes a matrix's weights past zero each step (lr x weight "
-                                   "decay = 1.5 > 1); lower --muon_weight_decay"),
+    (dict(muon_weight_decay=30.0), "Muon's weight decay takes a matrix's weights to zero or past it each step (lr "
+                                   "x weight decay = 1.5 >= 1); lower --muon_weight_decay"),
+    (dict(muon_lr=0.5, muon_weight_decay=2.0), "Muon's weight decay takes a matrix's weights to zero or past it each "
+                                               "step (lr x weight decay = 1 >= 1); lower --muon_weight_decay"),
     (dict(adam_eps=0.0), "--adam_eps=0 must be above 0"),
     (dict(window_start=-128), "--window_start=-128 must be >= 0"),
     (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end "
@@ -246,6 +248,7 @@ def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     dict(cooldown_frac=1.0, final_lr_frac=1.0),  # a cooldown over the whole run; an lr that never decays
     dict(window_start=1024, window_end=1024),  # a fixed window
     dict(window_end=2**24),  # the largest window
+    dict(muon_lr=0.5, muon_weight_decay=1.99),  # lr x weight decay just below 1
 ])
 def test_settings_at_the_edges_of_their_ranges_pass(overrides):
     train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
