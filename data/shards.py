@@ -43,6 +43,9 @@ def read_header(path) -> int:
     if version != VERSION:
         raise ShardError(f"{path}: unsupported shard version {version} (expected {VERSION}); "
                          f"re-download or re-tokenize it")
+    if n < 0:
+        raise ShardError(f"{path}: corrupt: the header's token count is negative ({n}); "
+                         f"re-download or re-tokenize it")
     expected = HEADER_BYTES + 2 * n
     if size < expected:
         raise ShardError(f"{path}: truncated: header promises {n} tokens ({expected} bytes) "

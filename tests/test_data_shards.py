@@ -143,6 +143,14 @@ def test_error_more_bytes_than_promised(tmp_path):
                             f"but the file has 1045 bytes; re-download or re-tokenize it")
 
 
+def test_error_negative_token_count(tmp_path):
+    path = raw_shard(tmp_path / "n.bin", [MAGIC, VERSION, -2], 0)
+    with pytest.raises(ShardError) as e:
+        shards.read_header(path)
+    assert str(e.value) == (f"{path}: corrupt: the header's token count is negative (-2); "
+                            f"re-download or re-tokenize it")
+
+
 def test_checks_run_in_order(tmp_path):
     """Wrong magic is reported before wrong version and size problems."""
     path = raw_shard(tmp_path / "all.bin", [1, 2, 99], 3)

@@ -179,7 +179,8 @@ def raw_file(path, header_values, payload_bytes):
     return str(path)
 
 
-def test_shard_header_errors(tmp_path):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_shard_header_errors(tmp_path, script):
     short = tmp_path / "short.bin"
     short.write_bytes(b"\0" * 100)
     cases = [
@@ -196,12 +197,15 @@ def test_shard_header_errors(tmp_path):
         (raw_file(tmp_path / "long.bin", [20240520, 1, 10], 30),
          f"{tmp_path / 'long.bin'}: corrupt: header promises 10 tokens (1044 bytes) but the file has 1054 bytes; "
          "re-download or re-tokenize it"),
+        (raw_file(tmp_path / "negative.bin", [20240520, 1, -1], 0),
+         f"{tmp_path / 'negative.bin'}: corrupt: the header's token count is negative (-1); re-download or "
+         "re-tokenize it"),
     ]
     for path, message in cases:
-        with pytest.raises(DataError) as error:
-            train_gpt.read_shard_header(path)
+        with pytest.raises(script.DataError) as error:
+            script.read_shard_header(path)
         assert str(error.value) == message
-    assert train_gpt.read_shard_header(raw_file(tmp_path / "good.bin", [20240520, 1, 10], 20)) == 10
+    assert script.read_shard_header(raw_file(tmp_path / "good.bin", [20240520, 1, 10], 20)) == 10
 
 
 def data_args(shards, script=train_gpt, **overrides):
