@@ -229,9 +229,12 @@ def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
                                                                                       1 - 0.05 * 0.1))
     assert calls == [(8, 16, 8)] * 2
     assert None not in bases[0] and all(a is b for a, b in zip(*bases))  # updated in place, not stacked again
+    # CPU fp16 products of 8 matrices and of 1 can round an ulp apart (on Sapphire Rapids they do), which Newton-Schulz
+    # grows to ~1e-4 in the weights; another matrix's state would be ~1 off
     for p, twin in zip(params, twins):
-        assert torch.equal(p.detach(), twin.detach())
-        assert torch.equal(stacked.state[p]["low_bits"], reference_state[twin][0])
+        master = medium.join_fp32(p.detach().view(torch.uint16), stacked.state[p]["low_bits"])
+        reference = medium.join_fp32(twin.detach().view(torch.uint16), reference_state[twin][0])
+        torch.testing.assert_close(master, reference, rtol=0, atol=1e-3)
         assert torch.equal(stacked.state[p]["momentum_buffer"], reference_state[twin][1])
 
 
