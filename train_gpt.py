@@ -2188,7 +2188,7 @@ def compile_cache_lookups() -> str:
 
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps), then the GPU's
-    idle time and where it falls and, with NCCL, the communication overlap."""
+    idle time and where it falls, with NCCL the communication overlap, and the longest kernels by full name."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)

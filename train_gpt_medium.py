@@ -218,8 +218,8 @@ def exp2_on_fma(x):
 @triton.jit(do_not_specialize_on_alignment=["targets_ptr"])  # targets: the window one token in
 def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOCK: tl.constexpr,
                       ON_GPU: tl.constexpr):
-    """Each entry costs one rsqrt and one exp2 a pass (the special-function unit bounds the kernel), the constants
-    folded: the sums in base 2, the loss back in base e."""
+    """Each entry costs one rsqrt and one exp2 a pass (the special-function unit bounds the kernel; the first pass
+    moves half of its exp2s to the FMA units), the constants folded: the sums in base 2, the loss back in base e."""
     row = tl.program_id(0).to(tl.int64)
     row_logits = logits_ptr + row * row_stride
     # capped logits lie in (-15, 15): 2^(...) cannot overflow, no max needed. Half of each block's exps go to the
@@ -245,7 +245,8 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, vocab, row_stride, BLOC
         tl.store(row_logits + cols, grad.to(logits_ptr.dtype.element_ty), mask=cols < vocab)
 
 
-CE_BLOCK = 2048  # a row's entries per loop pass: 8 a thread at 8 warps, 16-byte bf16 loads and stores
+CE_BLOCK = 2048  # a row's entries per loop pass: 8 a thread at 8 warps, 16-byte bf16 loads and stores (the first
+# pass loads it in two halves)
 
 
 def softcap_ce_in_place(logits: Tensor, targets: Tensor) -> Tensor:
@@ -776,6 +777,7 @@ def trace_autograd_functions_as_one_call():
 # ----------------------------------------------------------------------------------------------
 # Optimizers: sharded mixed-precision Muon for hidden matrices, sharded Adam for the rest
 
+
 def join_fp32(high: Tensor, low: Tensor) -> Tensor:
     """The fp32 number whose upper half is `high` (a bf16's bits) and lower half `low`, both uint16: exact fp32
     master weights kept as a bf16 parameter plus its 16 low bits (record 7)."""
@@ -1029,7 +1031,7 @@ def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool | N
     1.1 ms a step on the H200); uncompiled flex_attention evaluates it on every block, so there it needs the window.
     By default (None) mask_mod leaves it out where dynamo traces the caller, as it does the compiled model.
     The rows of every mask, key side and query side (the backward's), come from one block_rows call: one sort a step
-    (one call per matrix, eight, ran 1.0 ms a step slower on the H200)."""
+    (track 1's eight calls, one a matrix, ran 1.0 ms a step slower on the H200)."""
     matrices = []
     for window_blocks in windows:
         any_pair, full = block_relations(docs, window_blocks)
@@ -1829,7 +1831,7 @@ def compile_cache_lookups() -> str:
 
 def profile_table(run, device: torch.device) -> str:
     """torch.profiler's table of the ops with the most self time while run() runs (--profile_steps), then the GPU's
-    idle time and where it falls and, with NCCL, the communication overlap."""
+    idle time and where it falls, with NCCL the communication overlap, and the longest kernels by full name."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
