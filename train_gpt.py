@@ -383,7 +383,8 @@ def relu_square_grads_triton(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_sc
 
 def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
                                                                                                       Tensor]:
-    """fp8_relu_square_grads in torch ops (on the CPU; perf/mlp_bench.py compiles it to the kernel inductor made)."""
+    """fp8_relu_square_grads in torch ops: the CPU's path and the start-up check's reference (perf/mlp_bench.py
+    compiles it to the kernel inductor made)."""
     grad_h = to_float8(relu_square_grad(h, grad_a), grad_scale, torch.float8_e5m2)
     a = to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
     return a.T.contiguous(), grad_h, grad_h.T.contiguous()
@@ -717,7 +718,7 @@ def halves_amax(first, second):
 
 @triton.jit
 def store_float8_halves(ptr, at, mask, first, second, inverse_scale, HALF: tl.constexpr):
-    """first and second times inverse_scale in ptr's float8 format, saturated at its largest value (as to_float8,
+    """first and second times inverse_scale in e4m3 (ptr's format), saturated at its largest value (as to_float8,
     which divides by the scale: a product takes an FMA unit, a division the special-function unit)."""
     limit: tl.constexpr = 448.0
     store_halves(ptr, at, mask, tl.clamp(first * inverse_scale, -limit, limit),
@@ -864,7 +865,7 @@ def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tenso
 def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                     lambdas: Tensor, ve: Tensor | None, rowwise_fp8: bool = False):
     """attention_inputs_backward_triton's formulas in torch ops, in fp32 (a custom op's own code runs without
-    autograd, so the CPU path cannot ask autograd for them)."""
+    autograd, so this path, the CPU's and a head size the kernel does not take, cannot ask autograd for them)."""
     grad_q, grad_k, grad_v = (g.float() for g in grads)
     q, k, v = qkv.float().chunk(3, dim=-2)
     cos, sin = cos[None, :, None, :], sin[None, :, None, :]
@@ -1523,7 +1524,7 @@ class GPT(nn.Module):
         return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
 
     def embedded(self, inputs: Tensor) -> tuple[Tensor, list[Tensor]]:
-        """The stream's start x0 (normed token embeddings, smeared) and the value embeddings of the tokens."""
+        """The stream's start x0 (token embeddings, smeared, then normed) and the value embeddings of the tokens."""
         value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
         return rms_norm(self.smeared(self.embed(inputs))[None]), value_embeds
 
@@ -1778,7 +1779,7 @@ def rowwise_fp8_matmul_runs() -> bool:
 
 
 def check_machine(args: Hyperparameters, world_size: int):
-    """The process count and the device."""
+    """The process count and the device, and the validation split over the processes."""
     if world_size < 1 or 8 % world_size != 0:
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
@@ -1869,6 +1870,8 @@ def reuse_freed_cpu_memory():
 
 
 def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    """This process's device (on the CPU, with glibc's allocator set to reuse freed memory) and, with several
+    processes, their group."""
     device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -1963,7 +1966,8 @@ class NullLog:
 
 
 def open_log(args: Hyperparameters, rank: int, world_size: int):
-    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header, and a crash's first line at the end;
+    other ranks log nothing."""
     if rank != 0:
         return NullLog()
     run_id = args.run_id or str(uuid.uuid4())
@@ -2572,7 +2576,8 @@ def main():
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
-    log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
+    log.write(f"startup: settings and data checked, compile cache loaded, log opened at "
+              f"{time.perf_counter() - PROCESS_START:.1f}s")
     for note in setup_notes(args, world_size):
         log.write(note)
     if cache_note is not None:

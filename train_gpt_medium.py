@@ -470,7 +470,7 @@ def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tenso
 def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                     lambdas: Tensor, ve: Tensor | None):
     """attention_inputs_backward_triton's formulas in torch ops, in fp32 (a custom op's own code runs without
-    autograd, so the CPU path cannot ask autograd for them)."""
+    autograd, so this path, the CPU's and a head size the kernel does not take, cannot ask autograd for them)."""
     grad_q, grad_k, grad_v = (g.float() for g in grads)
     q, k, v = qkv.float().chunk(3, dim=-2)
     cos, sin = cos[None, :, None, :], sin[None, :, None, :]
@@ -1424,7 +1424,7 @@ def check_files(args: Hyperparameters):
 
 
 def check_machine(args: Hyperparameters, world_size: int):
-    """The process count and the device."""
+    """The process count and the device, and the validation split over the processes."""
     if world_size < 1 or 8 % world_size != 0:
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
@@ -1511,6 +1511,8 @@ def reuse_freed_cpu_memory():
 
 
 def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
+    """This process's device (on the CPU, with glibc's allocator set to reuse freed memory) and, with several
+    processes, their group."""
     device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -1605,7 +1607,8 @@ class NullLog:
 
 
 def open_log(args: Hyperparameters, rank: int, world_size: int):
-    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header; other ranks log nothing."""
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header, and a crash's first line at the end;
+    other ranks log nothing."""
     if rank != 0:
         return NullLog()
     run_id = args.run_id or str(uuid.uuid4())
@@ -2215,7 +2218,8 @@ def main():
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
-    log.write(f"startup: settings and data checked at {time.perf_counter() - PROCESS_START:.1f}s")
+    log.write(f"startup: settings and data checked, compile cache loaded, log opened at "
+              f"{time.perf_counter() - PROCESS_START:.1f}s")
     for note in setup_notes(args, world_size):
         log.write(note)
     if cache_note is not None:

@@ -86,7 +86,7 @@ def make_log(path, source=FAKE_SCRIPT, script="train_gpt.py", overrides=("--devi
     if nvidia_smi:
         lines.append("nvidia-smi:")
         lines += [f"  {line}" for line in nvidia_smi]
-    lines.append("startup: settings and data checked at 1.1s")
+    lines.append("startup: settings and data checked, compile cache loaded, log opened at 1.1s")
     lines.append("warmup: 10 steps in 61.0s (compile included, state restored); training starts at 70.3s")
     lines.append(f"step:0/{total} val_loss:{val_losses[0]} train_time:0ms")  # no step_avg at step 0
     for step in range(1, total + 1):

@@ -169,6 +169,7 @@ def test_a_global_batch_other_than_the_records_is_noted_on_the_console_and_in_th
                 "record's")
         assert note in result.stdout.splitlines() and note in log.decode().splitlines()
 
+
 def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process_run):
     """The benchmark's start-up time (process start to the first timed step) comes from the script itself."""
     text = one_process_run[1].decode().split(" end of source: ")[-1]
@@ -177,6 +178,9 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     assert text.index("step:0/6 val_loss") < first.start() < text.index("step:1/6 train_loss")
     warmup_end = float(re.search(r"training starts at ([\d.]+)s", text).group(1))
     assert float(first.group(1)) >= warmup_end
+    ready = re.search(r"^startup: settings and data checked, compile cache loaded, log opened at ([\d.]+)s$", text,
+                      re.MULTILINE)
+    assert ready and float(ready.group(1)) <= warmup_end
     # the closing time line: the clock's training seconds are those of the last step line
     times = re.search(r"^time: startup ([\d.]+)s, training ([\d.]+)s, validation ([\d.]+)s, total ([\d.]+)s$", text,
                       re.MULTILINE)
