@@ -1202,14 +1202,14 @@ class Muon(torch.optim.Optimizer):
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
             own_rows = self.comm.own(stack)  # this rank's rows of the stack, padding included
             if owned:  # a rank can own only padding, e.g. 11 attention layers over 8 ranks
-                self._update(group, owned, own_rows[:len(owned)], grad_shard[:len(owned)])
+                self._update_owned(group, owned, own_rows[:len(owned)], grad_shard[:len(owned)])
             gathers.append(self.comm.all_gather(stack, own_rows))  # in place: the parameters' rows
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
         return padded_stack([p.grad for p in params], self.comm.world_size)
 
-    def _update(self, group, owned: list[Tensor], weights: Tensor, grads: Tensor):
+    def _update_owned(self, group, owned: list[Tensor], weights: Tensor, grads: Tensor):
         """The update call for this rank's matrices of a group, with their stacked state."""
         momentum_buffer = self._stacked_state(owned, "momentum_buffer", lambda: torch.zeros_like(grads))
         second_moment = None
@@ -1263,11 +1263,11 @@ class ShardedAdam(torch.optim.Optimizer):
         for (group, p), (grad, handle) in zip(params, scattered):
             wait_all([handle])
             shard = self.comm.own(p)
-            self._update(group, p, shard, grad)
+            self._update_shard(group, p, shard, grad)
             gathers.append(self.comm.all_gather(p, shard))
         wait_all(gathers)
 
-    def _update(self, group, p: Tensor, shard: Tensor, grad: Tensor):
+    def _update_shard(self, group, p: Tensor, shard: Tensor, grad: Tensor):
         state = self.state[p]
         if not state:
             state.update(step=0, exp_avg=torch.zeros_like(shard), exp_avg_sq=torch.zeros_like(shard))

@@ -973,11 +973,11 @@ class ShardedAdam(torch.optim.Optimizer):
         for (group, p), (grad, handle) in zip(params, scattered):
             wait_all([handle])
             shard = self.comm.own(p)
-            self._update(group, p, shard, grad)
+            self._update_shard(group, p, shard, grad)
             gathers.append(self.comm.all_gather(p, shard))
         wait_all(gathers)
 
-    def _update(self, group, p: Tensor, shard: Tensor, grad: Tensor):
+    def _update_shard(self, group, p: Tensor, shard: Tensor, grad: Tensor):
         state = self.state[p]
         if not state:
             state.update(step=0, exp_avg=torch.zeros_like(grad, dtype=torch.float32),
