@@ -88,28 +88,38 @@ def decode_utf8(raw: bytes, where: str, offset: int) -> str:
 
 
 def iter_local_documents(files, text_field: str):
-    """Yield the documents of .jsonl files (one per line) and .txt files (one per file)."""
+    """Yield the documents of .jsonl files (one per line) and .txt files (one per file); a file that cannot be read
+    ends in one line naming it."""
     for file in files:
-        if file.suffix == ".txt":
-            yield decode_utf8(file.read_bytes(), str(file), 0)
-            continue
-        with open(file, "rb") as lines:
-            offset = 0
-            for line_number, raw in enumerate(lines, 1):
-                line = decode_utf8(raw, f"{file}:{line_number}", offset)
-                offset += len(raw)
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{file}:{line_number}: invalid JSON ({e.msg}); "
-                                     f"fix or remove that line") from None
-                text = record.get(text_field) if isinstance(record, dict) else None
-                if not isinstance(text, str):
-                    raise InputError(f"{file}:{line_number}: no string field "
-                                     f"\"{text_field}\"; pass --text_field") from None
-                yield text
+        try:
+            yield from file_documents(file, text_field)
+        except OSError as e:
+            raise InputError(f"{file}: cannot read it ({e.strerror or e}); check the file and its "
+                             f"permissions") from None
+
+
+def file_documents(file: Path, text_field: str):
+    """The documents of one .jsonl file (one per line) or .txt file (the whole file)."""
+    if file.suffix == ".txt":
+        yield decode_utf8(file.read_bytes(), str(file), 0)
+        return
+    with open(file, "rb") as lines:
+        offset = 0
+        for line_number, raw in enumerate(lines, 1):
+            line = decode_utf8(raw, f"{file}:{line_number}", offset)
+            offset += len(raw)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{file}:{line_number}: invalid JSON ({e.msg}); "
+                                 f"fix or remove that line") from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise InputError(f"{file}:{line_number}: no string field "
+                                 f"\"{text_field}\"; pass --text_field")
+            yield text
 
 
 def open_hf_documents(dataset: str, config, split: str, text_field: str):
@@ -192,7 +202,7 @@ def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
     """Create out_dir, naming any staging folder a killed run left there; refuse to mix with existing <name> shards
     unless overwrite (which replaces them only once the new shards are complete: publish_shards)."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"--out {out_dir} is a file; give a folder")
+        raise InputError(f"{out_dir} is a file; give a folder as --out")
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in sorted(out_dir.glob(f".{glob.escape(name)}-partial-*")):  # a run killed outright (no cleanup)
         print(f"warning: {stale} holds an interrupted run's unfinished shards; delete it once no other run of "
@@ -268,8 +278,8 @@ def parse_args(argv):
     return args
 
 
-def run(args) -> str:
-    """Tokenize the inputs named by args into shards; return the summary line."""
+def run(args, out_dir: Path) -> str:
+    """Tokenize the inputs named by args into shards in out_dir; return the summary line."""
     if args.hf:
         documents = open_hf_documents(args.hf, args.hf_name, args.hf_split, args.text_field)
     else:
@@ -280,7 +290,6 @@ def run(args) -> str:
         raise InputError(f"cannot load the GPT-2 tokenizer via tiktoken ({type(e).__name__}: {e}); "
                          f"connect to the internet once or set TIKTOKEN_CACHE_DIR to a folder "
                          f"holding its cached files") from None
-    out_dir = args.out if args.out is not None else DATA_DIR / args.name
     prepare_out_dir(out_dir, args.name, args.overwrite)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.name}-partial-", dir=out_dir))
     try:
@@ -300,7 +309,8 @@ def run(args) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return finish(lambda: run(args), InputError, args.out, "permissions of the output folder")
+    out_dir = args.out if args.out is not None else DATA_DIR / args.name
+    return finish(lambda: run(args, out_dir), InputError, out_dir, "permissions of the output folder")
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def test_out_as_a_file_and_a_name_with_glob_characters(tmp_path, tokenizer_env):
     corpus = tmp_path / "doc.txt"
     corpus.write_text("hello world")
     result = tokenize(tokenizer_env, corpus, "--out", corpus)
-    assert result.returncode == 1 and result.stderr.strip() == f"error: --out {corpus} is a file; give a folder"
+    assert result.returncode == 1 and result.stderr.strip() == f"error: {corpus} is a file; give a folder as --out"
     out_dir = tmp_path / "out"
     assert tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1).returncode == 0
     result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1)
@@ -275,6 +275,31 @@ def test_a_jsonl_record_without_a_string_text_is_one_error_line(tmp_path):
         with pytest.raises(fineweb.InputError) as error:
             next(documents)
         assert str(error.value) == f'{path}:2: no string field "{text_field}"; pass --text_field'
+
+
+def test_an_input_file_that_cannot_be_read_is_one_error_line_naming_it(tmp_path):
+    """Not the output folder's disk advice that finish gives other OSErrors."""
+    for name in ["gone.txt", "gone.jsonl"]:
+        with pytest.raises(fineweb.InputError) as error:
+            next(fineweb.iter_local_documents([tmp_path / name], "text"))
+        assert str(error.value) == (f"{tmp_path / name}: cannot read it (No such file or directory); check the file "
+                                    "and its permissions")
+
+
+def test_a_write_error_without_a_file_name_names_the_default_output_folder(tmp_path, tokenizer_env, monkeypatch,
+                                                                            capsys):
+    """A full disk's OSError names no file: the message names the folder, data/<name>/ without --out."""
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("hello world")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fineweb, "DATA_DIR", tmp_path / "data")
+    monkeypatch.setattr(fineweb, "tokenize", full_disk)
+    assert fineweb.main([str(corpus), "--name", "mine", "--workers", "1"]) == 1
+    assert capsys.readouterr().err.strip() == (f"error: {tmp_path / 'data' / 'mine'}: No space left on device; check "
+                                               "free disk space and permissions of the output folder")
 
 
 def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tokenizer_env, capsys):
