@@ -238,7 +238,7 @@ def current_environment():
     gpu = "none"
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        gpu = f"{names[0]} x{len(names)}" if len(set(names)) == 1 else ", ".join(names)
+        gpu = f"{names[0]} x{len(names)}"  # the first GPU's name, as the track scripts write it
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -279,7 +279,7 @@ def cmd_rerun(args):
     if args.dry_run:  # writes nothing: the command names the script where extract would write it
         out = Path(args.output or default_script_name(log))
         print(shlex.join(launch_argv(reproduce_command(log, out)) + args.extra))
-        extract = f"records/tool.py extract {shlex.quote(str(log.path))} -o {shlex.quote(str(out))}"
+        extract = f"python records/tool.py extract {shlex.quote(str(log.path))} -o {shlex.quote(str(out))}"
         if not out.exists():
             print(f"note: dry run, {out} not written; {extract} writes it", file=sys.stderr)
         elif out.read_bytes() != log.source:
@@ -340,10 +340,11 @@ def collect_groups(paths):
     for name in paths:
         path = Path(name)
         folder = path.is_dir()
-        logs = []
+        logs, repeats = [], 0
         for file in sorted(path.glob("*.txt")) if folder else [path]:
             if file.exists() and file.resolve() in seen:
                 print(f"warning: {file} is named twice; counted once", file=sys.stderr)
+                repeats += 1
                 continue
             try:
                 logs.append(load_log(file))
@@ -352,9 +353,10 @@ def collect_groups(paths):
                     raise
                 print(f"warning: skipping {err}", file=sys.stderr)
             seen.add(file.resolve())
-        if folder and not logs:
+        if folder and not logs and not repeats:
             raise ToolError(f"{path} holds no run logs")
-        groups.setdefault(str(path) if folder else "(files)", []).extend(logs)
+        if logs:
+            groups.setdefault(str(path) if folder else "(files)", []).extend(logs)
     return groups
 
 
@@ -588,8 +590,9 @@ def main(argv=None):
     except ToolError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # e.g. an output folder that does not exist
-        print(f"error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+    except OSError as err:  # e.g. an output folder that does not exist, a full disk
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
 
 

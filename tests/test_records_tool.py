@@ -51,7 +51,7 @@ def this_environment():
     gpu = "none"
     if torch.cuda.is_available():
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        gpu = f"{names[0]} x{len(names)}" if len(set(names)) == 1 else ", ".join(names)
+        gpu = f"{names[0]} x{len(names)}"
     return {"python": platform.python_version(), "torch": torch.__version__,
             "cuda": torch.version.cuda or "none", "triton": triton_version, "gpu": gpu}
 
@@ -212,7 +212,7 @@ def test_rerun_dry_run_writes_nothing_and_names_the_script_extract_writes(tmp_pa
     assert result.returncode == 0, result.stderr
     assert shlex.split(result.stdout)[:2] == [sys.executable, "train_gpt.py"]
     assert not (tmp_path / "train_gpt.py").exists()
-    assert f"note: dry run, train_gpt.py not written; records/tool.py extract {log} -o train_gpt.py" in result.stderr
+    assert f"note: dry run, train_gpt.py not written; python records/tool.py extract {log} -o train_gpt.py" in result.stderr
     assert tool("extract", log, cwd=tmp_path).returncode == 0
     assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
 
@@ -222,7 +222,7 @@ def test_rerun_dry_run_notes_that_a_different_file_under_the_scripts_name_is_not
     (tmp_path / "train_gpt.py").write_text("print('another script')\n")
     result = tool("rerun", "--dry-run", log, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (f"note: dry run, train_gpt.py is not the logged script; records/tool.py extract {log} -o train_gpt.py "
+    assert (f"note: dry run, train_gpt.py is not the logged script; python records/tool.py extract {log} -o train_gpt.py "
             "--force replaces it") in result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "print('another script')\n"
     assert tool("extract", log, "-o", "train_gpt.py", "--force", cwd=tmp_path).returncode == 0  # as the note says
@@ -440,6 +440,18 @@ def test_compare_gives_no_p_value_without_spread_and_counts_a_file_once(tmp_path
     assert fields["n"] == "1"
 
 
+
+def test_compare_counts_a_folder_named_twice_once(tmp_path):
+    """Its second naming found only logs already counted: neither 'holds no run logs' nor an empty group."""
+    for seed in (0, 1):
+        make_log(tmp_path / "g" / f"s{seed}.txt", val_losses=(10.8, 3.2 + seed / 100), hparams={"seed": str(seed)})
+    result = tool("compare", tmp_path / "g", tmp_path / "g" / ".", tmp_path / "g" / "s0.txt")
+    assert result.returncode == 0, result.stderr
+    assert parse_group_line(result.stdout, str(tmp_path / "g"))[0]["n"] == "2"
+    assert "(files)" not in result.stdout and "n=0" not in result.stdout
+    assert result.stderr.count("named twice; counted once") == 3
+
+
 def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
     short = make_log(tmp_path / "g" / "short.txt", val_losses=(10.8, 3.27), hparams={"seed": "0"})
     make_log(tmp_path / "g" / "medium.txt", script="train_gpt_medium.py", val_losses=(10.8, 3.25),
@@ -511,6 +523,20 @@ def test_current_environment_matches_torch_and_imports_it_only_for_gpu_builds():
     env, imported_torch = json.loads(result.stdout)
     assert env == this_environment()
     assert imported_torch == bool(torch.version.cuda or torch.version.hip)
+
+
+@pytest.mark.parametrize("names", [["NVIDIA H200"] * 2, ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]])
+def test_current_environment_names_the_gpus_as_the_track_scripts_do(names, monkeypatch):
+    """Else rerun warns that the GPU differs on the machine that wrote the log (mixed GPUs: the first one's name)."""
+    import torch
+    sys.path.insert(0, str(REPO))
+    import train_gpt
+    module = load_tool_module()
+    monkeypatch.setattr(module, "torch_build", lambda: {"__version__": torch.__version__, "cuda": "13.0"})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: names[i])
+    assert module.current_environment()["gpu"] == train_gpt.environment()["gpu"] == f"{names[0]} x2"
 
 
 def test_cpu_log_without_peak_memory_line(tmp_path):
@@ -614,6 +640,19 @@ def test_unwritable_output_is_one_line_error(tmp_path, option):
     result = tool(command, log, option, missing)
     assert result.returncode == 2
     assert result.stderr == f"error: {missing}: No such file or directory\n"
+
+
+def test_a_write_error_without_a_file_name_is_one_line_error(tmp_path, monkeypatch, capsys):
+    """A full disk's OSError names no file: no 'error: : ...' and no 'None'."""
+    module = load_tool_module()
+    log = make_log(tmp_path / "run.txt")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "write_script", full_disk)
+    assert module.main(["extract", str(log), "-o", str(tmp_path / "out.py")]) == 2
+    assert capsys.readouterr().err == "error: No space left on device\n"
 
 
 @pytest.mark.parametrize("command", ["extract", "compare"])
