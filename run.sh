@@ -20,6 +20,8 @@ esac
 [ -f "$script" ] || { echo "error: $script is missing from $(pwd)" >&2; exit 2; }
 
 python=${PYTHON:-python}
+command -v "$python" > /dev/null ||
+    { echo "error: no python at '$python'; set PYTHON to an interpreter (default: python)" >&2; exit 2; }
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 for arg in "$@"; do  # help needs no GPU and no launch
     if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
@@ -61,7 +63,8 @@ WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=
 [ "$check_only" = false ] || exit 0
 
 # torchrun's launcher, with the same python as the check. A process that fails has printed its own error; the
-# launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status.
+# launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status
+# (1 for a rank killed by a signal).
 exec "$python" -c '
 import sys
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

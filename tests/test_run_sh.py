@@ -122,6 +122,15 @@ def test_help_prints_once_without_a_gpu_or_a_launch(track):
     assert result.stdout.count("usage:") == 1 and "--window_pattern=" in result.stdout
 
 
+@pytest.mark.parametrize("nproc", ["", "2"])
+def test_a_python_that_does_not_exist_is_named_before_anything(tmp_path, nproc):
+    """Not 'cannot import torch' (without NPROC), nor bash's own 'No such file' line (with it)."""
+    missing = tmp_path / "no" / "python"
+    result = run_sh("--device=cpu", env={"PYTHON": str(missing), "NPROC": nproc})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"error: no python at '{missing}'; set PYTHON to an interpreter (default: python)\n"
+
+
 def test_unknown_track():
     result = run_sh(env={"TRACK": "huge"})
     assert result.returncode == 2
