@@ -5,7 +5,8 @@
 
 Prints one line per shard (tokens, documents = number of EOT tokens, max token id)
 and a total line; a bad shard gets an "error: <file>: <problem>" line on stderr
-instead, and the exit code is 1 if any file is bad.
+instead, and the exit code is 1 if any file is bad or an argument matches nothing (2 for
+malformed arguments).
 
 A shard is bad when its header or size is wrong (the same messages as the training
 scripts), when it holds no tokens, when a token id is >= 50257 (outside GPT-2's
@@ -17,6 +18,7 @@ mid-document"); a val shard must start at a document.
 
 import argparse
 import glob
+import os
 import sys
 from pathlib import Path
 
@@ -27,11 +29,12 @@ FIX = "re-download or re-tokenize it"
 
 
 def expand(patterns) -> tuple:
-    """Expand file paths, folders (their *.bin files) and glob patterns, in sorted order.
+    """Expand file paths, folders (their *.bin files) and glob patterns: each argument's matches sorted, a file
+    matched again (by a folder and a pattern, say) listed once.
 
     Returns (paths, problems) where problems name the arguments that matched nothing.
     """
-    paths, problems = [], []
+    paths, problems, seen = [], [], set()
     for pattern in patterns:
         missing = "no shard matches; check the path or pattern"
         if Path(pattern).is_dir():
@@ -43,7 +46,10 @@ def expand(patterns) -> tuple:
             matches = [pattern]
         if not matches:
             problems.append(f"{pattern}: {missing}")
-        paths.extend(matches)
+        for match in matches:
+            if os.path.realpath(match) not in seen:
+                seen.add(os.path.realpath(match))
+                paths.append(match)
     return paths, problems
 
 

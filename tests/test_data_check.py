@@ -54,6 +54,13 @@ def test_glob_and_folder_arguments(good):
         assert out[0].startswith(f"{good}/x_train_000001.bin:")  # sorted order
 
 
+def test_a_shard_matched_by_two_arguments_is_checked_and_counted_once(good):
+    code, out, err = check(good, f"{good}/*val*", good / "x_val_000000.bin", f"{good}/./x_train_000001.bin")
+    assert code == 0, err
+    assert [line.split(":")[0] for line in out[:-1]] == [f"{good}/x_train_000001.bin", f"{good}/x_val_000000.bin"]
+    assert out[-1] == "total: 2 good shards, 9 tokens, 4 documents; 0 problems"
+
+
 def test_truncated_shard(good):
     path = good / "x_val_000000.bin"
     path.write_bytes(path.read_bytes()[:-1])
