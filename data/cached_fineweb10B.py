@@ -7,7 +7,8 @@ Files land in data/<dataset>/ next to this script (--dir overrides). Files alrea
 present and valid are skipped; each download goes to a staging folder first
 (data/<dataset>/.partial/, where huggingface_hub resumes interrupted transfers) and
 is moved under its final name only after its header and size check out. Every
-failure ends in one "error: ..." line on stderr and exit code 1.
+failure ends in one "error: ..." line on stderr and exit code 1 (malformed arguments:
+argparse's usage line and exit code 2).
 """
 
 import argparse
@@ -56,7 +57,8 @@ def resolve_hub_host():
     huggingface_hub's offline mode, and for an HF_ENDPOINT without a host."""
     host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
     proxied = any(scheme in getproxies() for scheme in ("https", "http", "all"))
-    if host and not proxied and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0"):
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")  # the Hub's own rule
+    if host and not proxied and (offline or "").upper() not in ("1", "ON", "YES", "TRUE"):
         socket.getaddrinfo(host, 443)
 
 
@@ -81,7 +83,7 @@ def explain_download_failure(exc: Exception, repo_id: str, filename: str, out_di
     if isinstance(exc, hf_errors.HfHubHTTPError):
         return (f"the Hugging Face Hub refused {filename} from {repo_id} ({detail}); "
                 f"rerun later to resume")
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) and (exc.errno is not None or exc.filename is not None):  # a file's, not requests'
         return (f"cannot write {filename} into {out_dir} ({exc.strerror or detail}); free disk "
                 f"space (a shard is ~200 MB) or pick another --dir, then rerun to resume")
     return (f"downloading {filename} from {repo_id} failed ({type(exc).__name__}: {detail}); "

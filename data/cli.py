@@ -1,5 +1,5 @@
 """What the data tools' command lines share: how a summary names a folder, and how a failure ends them (one
-"error: ..." line on stderr, exit code 1; never a traceback)."""
+"error: ..." line on stderr, exit code 1; never a traceback). Malformed arguments are argparse's (exit code 2)."""
 
 import os
 import sys

@@ -138,6 +138,10 @@ def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
     (OSError(28, "No space left on device"), "error: cannot write fineweb_val_000000.bin into"),
     (RuntimeError("boom"), "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 "
                            "failed (RuntimeError: boom)"),
+    # huggingface_hub before 1.0 raised requests' errors, OSErrors without an errno: not the disk's fault
+    (type("ConnectionError", (OSError,), {})("Connection aborted."),
+     "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 failed (ConnectionError: Connection "
+     "aborted.); rerun to resume"),
     (RepositoryNotFoundError("404 Client Error. Repository Not Found", response=HTTP_RESPONSE),
      "error: dataset repo kjj0/fineweb10B-gpt2 not found on the Hugging Face Hub"),
     (HfHubHTTPError("503 Server Error: Service Unavailable", response=HTTP_RESPONSE),
@@ -195,10 +199,12 @@ def direct_network(monkeypatch):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
 
 
+@pytest.mark.parametrize("offline", [None, "0", "false"])  # the Hub reads only 1 / on / yes / true as offline
 def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path, monkeypatch, capsys,
-                                                                      direct_network):
+                                                                      direct_network, offline):
     """The real download_file resolves the Hub's host first: offline, huggingface_hub retried 5 times (23 s)."""
     import huggingface_hub
     resolved, hub_calls = [], []
@@ -210,6 +216,8 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: hub_calls.append(a))
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org")
+    if offline is not None:
+        monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == ["hub.example.org"] and hub_calls == []
     assert err[-1] == ("error: cannot resolve the Hugging Face Hub's host ([Errno -2] Name or service not known) to "
@@ -218,6 +226,7 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 
 
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
+                                     ("HF_HUB_OFFLINE", "true"), ("TRANSFORMERS_OFFLINE", "YES"),
                                      ("ALL_PROXY", "socks5://proxy.example.org:1080"),
                                      ("HF_ENDPOINT", "hub-without-scheme")])
 def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a_host(tmp_path, monkeypatch, capsys,
