@@ -30,7 +30,8 @@ Subcommands (``python records/tool.py <cmd> --help`` for details):
     extract LOG [-o FILE] [--force]       write the script back, print the command that re-runs it
     rerun LOG [--dry-run] [-- ARGS...]    extract to a temp file and launch it (ARGS override; the recorded
                                           --run_id is dropped, so the re-run's log takes a fresh name)
-    diff LOG_A LOG_B                      diff the two scripts and their hyperparameters
+    diff LOG_A LOG_B                      diff the two scripts, their setup (environment, world size, GPUs)
+                                          and their hyperparameters
     compare LOG_OR_DIR... [--target T] [--png FILE]
                                           table of runs, per-group mean/std/t-test vs the target
 
@@ -560,7 +561,7 @@ def build_parser():
     rerun.add_argument("--dry-run", action="store_true", help="print warnings and the command only")
     rerun.set_defaults(func=cmd_rerun)
 
-    diff = commands.add_parser("diff", help="diff two logs' scripts and hyperparameters")
+    diff = commands.add_parser("diff", help="diff two logs' scripts, setup and hyperparameters")
     diff.add_argument("log_a", metavar="LOG_A", help="the run log shown as -")
     diff.add_argument("log_b", metavar="LOG_B", help="the run log shown as +")
     diff.set_defaults(func=cmd_diff)
