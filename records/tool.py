@@ -272,20 +272,25 @@ def cmd_extract(args):
     return 0
 
 
+def print_dry_run(log, args):
+    """The command rerun would launch, naming the script where extract would write it; writes nothing."""
+    out = Path(args.output or default_script_name(log))
+    print(shlex.join(launch_argv(reproduce_command(log, out)) + args.extra))
+    extract = f"python records/tool.py extract {shlex.quote(str(log.path))} -o {shlex.quote(str(out))}"
+    if not out.exists():
+        print(f"note: dry run, {out} not written; {extract} writes it", file=sys.stderr)
+    elif out.read_bytes() != log.source:
+        print(f"note: dry run, {out} is not the logged script; {extract} --force replaces it", file=sys.stderr)
+    return 0
+
+
 def cmd_rerun(args):
     log = load_log(args.log)
     reproduce_command(log, "SCRIPT")  # a bad header is reported before the warnings
     for line in environment_warnings(log, current_environment()):
         print(line, file=sys.stderr)
-    if args.dry_run:  # writes nothing: the command names the script where extract would write it
-        out = Path(args.output or default_script_name(log))
-        print(shlex.join(launch_argv(reproduce_command(log, out)) + args.extra))
-        extract = f"python records/tool.py extract {shlex.quote(str(log.path))} -o {shlex.quote(str(out))}"
-        if not out.exists():
-            print(f"note: dry run, {out} not written; {extract} writes it", file=sys.stderr)
-        elif out.read_bytes() != log.source:
-            print(f"note: dry run, {out} is not the logged script; {extract} --force replaces it", file=sys.stderr)
-        return 0
+    if args.dry_run:
+        return print_dry_run(log, args)
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
         out = Path(args.output or Path(tmp) / default_script_name(log))
         command = launch_argv(reproduce_command(log, out)) + args.extra
