@@ -212,7 +212,8 @@ def test_rerun_dry_run_writes_nothing_and_names_the_script_extract_writes(tmp_pa
     assert result.returncode == 0, result.stderr
     assert shlex.split(result.stdout)[:2] == [sys.executable, "train_gpt.py"]
     assert not (tmp_path / "train_gpt.py").exists()
-    assert f"note: dry run, train_gpt.py not written; python records/tool.py extract {log} -o train_gpt.py" in result.stderr
+    assert (f"note: dry run, train_gpt.py not written; python records/tool.py extract {log} -o train_gpt.py"
+            in result.stderr)
     assert tool("extract", log, cwd=tmp_path).returncode == 0
     assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
 
@@ -222,8 +223,8 @@ def test_rerun_dry_run_notes_that_a_different_file_under_the_scripts_name_is_not
     (tmp_path / "train_gpt.py").write_text("print('another script')\n")
     result = tool("rerun", "--dry-run", log, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (f"note: dry run, train_gpt.py is not the logged script; python records/tool.py extract {log} -o train_gpt.py "
-            "--force replaces it") in result.stderr
+    assert (f"note: dry run, train_gpt.py is not the logged script; python records/tool.py extract {log} "
+            "-o train_gpt.py --force replaces it") in result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "print('another script')\n"
     assert tool("extract", log, "-o", "train_gpt.py", "--force", cwd=tmp_path).returncode == 0  # as the note says
     assert "note" not in tool("rerun", "--dry-run", log, cwd=tmp_path).stderr
