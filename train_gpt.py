@@ -865,7 +865,8 @@ def norm_rotary_grad(x: Tensor, grad: Tensor, cos: Tensor, sin: Tensor) -> Tenso
 def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                     lambdas: Tensor, ve: Tensor | None, rowwise_fp8: bool = False):
     """attention_inputs_backward_triton's formulas in torch ops, in fp32 (a custom op's own code runs without
-    autograd, so this path, the CPU's and a head size the kernel does not take, cannot ask autograd for them)."""
+    autograd, so this path, taken on the CPU and for head sizes the kernel does not fit, cannot ask autograd for
+    them)."""
     grad_q, grad_k, grad_v = (g.float() for g in grads)
     q, k, v = qkv.float().chunk(3, dim=-2)
     cos, sin = cos[None, :, None, :], sin[None, :, None, :]
