@@ -47,8 +47,8 @@ def expand(patterns) -> tuple:
         if not matches:
             problems.append(f"{pattern}: {missing}")
         for match in matches:
-            if os.path.realpath(match) not in seen:
-                seen.add(os.path.realpath(match))
+            if (real := os.path.realpath(match)) not in seen:
+                seen.add(real)
                 paths.append(match)
     return paths, problems
 
