@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -2094,18 +2095,41 @@ def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
         sym_matmul_triton(product, product, 1.0, 0.0, 1.0)
 
 
+def launchers_one_at_a_time(driver):
+    """Threads take turns creating Triton launchers. Triton (3.6) loads each kernel signature's launcher as a C module
+    named __triton_launcher; loading one this process loaded before returns the module in sys.modules, whose launch()
+    the next such load replaces, so two threads creating launchers at once can each get the other's. A warm start with
+    inductor's combo kernels died so in warmup step 1: "function takes exactly 22 arguments (23 given)"
+    (perf/NOTES.md, session 55). A turn is a cache hit's milliseconds, or a new launcher's C build."""
+    shared = driver.launcher_cls
+    if getattr(shared, "one_at_a_time", False):
+        return
+    turn = threading.Lock()
+
+    class OneAtATime(shared):
+        one_at_a_time = True
+
+        def __init__(self, *args, **kwargs):
+            with turn:
+                super().__init__(*args, **kwargs)
+
+    driver.launcher_cls = OneAtATime
+
+
 BUILDS_SWITCH_INTERVAL = 0.0005  # seconds
 
 
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
     thread builds and compiles the model (Triton lets go of the GIL in LLVM and ptxas;
-    records/track_1_short/2026-12-02_KernelBuildsAhead). Until finish() the interpreter offers the GIL every 0.5 ms
-    instead of 5, so that a thread back from I/O or a C call does not wait on the other's Python
-    (records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
+    records/track_1_short/2026-12-02_KernelBuildsAhead); all threads take turns creating launchers. Until finish()
+    the interpreter offers the GIL every 0.5 ms instead of 5, so that a thread back from I/O or a C call does not wait
+    on the other's Python (records/track_1_short/2026-12-04_BuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
+        if device.type == "cuda":
+            launchers_one_at_a_time(triton.runtime.driver.active)
         self.switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(BUILDS_SWITCH_INTERVAL)
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}

@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -1743,14 +1744,37 @@ def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
             sym_matmul_triton(product, y=product)
 
 
+def launchers_one_at_a_time(driver):
+    """Threads take turns creating Triton launchers. Triton (3.6) loads each kernel signature's launcher as a C module
+    named __triton_launcher; loading one this process loaded before returns the module in sys.modules, whose launch()
+    the next such load replaces, so two threads creating launchers at once can each get the other's. Track 1's warm
+    start with inductor's combo kernels died so in warmup step 1: "function takes exactly 22 arguments (23 given)"
+    (perf/NOTES.md, session 55). A turn is a cache hit's milliseconds, or a new launcher's C build."""
+    shared = driver.launcher_cls
+    if getattr(shared, "one_at_a_time", False):
+        return
+    turn = threading.Lock()
+
+    class OneAtATime(shared):
+        one_at_a_time = True
+
+        def __init__(self, *args, **kwargs):
+            with turn:
+                super().__init__(*args, **kwargs)
+
+    driver.launcher_cls = OneAtATime
+
+
 class KernelBuilds:
     """tiny_kernel_launches, then newton_schulz_builds, on worker threads, which build the kernels while the main
     thread builds and compiles the model (Triton lets go of the GIL in LLVM and ptxas;
-    records/track_1_short/2026-12-02_KernelBuildsAhead). Track 1's short GIL switch interval while they run is not
-    taken here (records/track_2_medium/2026-12-04_NoBuildsSwitchInterval)."""
+    records/track_1_short/2026-12-02_KernelBuildsAhead); all threads take turns creating launchers. Track 1's short
+    GIL switch interval while they run is not taken here (records/track_2_medium/2026-12-04_NoBuildsSwitchInterval)."""
 
     def __init__(self, launches: list, device: torch.device):
         self.started = time.perf_counter()
+        if device.type == "cuda":
+            launchers_one_at_a_time(triton.runtime.driver.active)
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
         first, *others = launches

@@ -527,3 +527,102 @@ def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_ra
             builds.finish()
         assert sys.getswitchinterval() == switch_interval
         assert len(events) == (2 if failing_at == 0 else 4)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_threads_take_turns_creating_launchers_and_a_second_call_adds_no_turn(script):
+    inside, most, lock = [0], [0], threading.Lock()
+
+    class Launcher:
+        def __init__(self, arity):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 1
+
+    def create_at_once(launcher_class):
+        most[0] = 0
+        threads = [threading.Thread(target=launcher_class, args=(arity,)) for arity in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return most[0]
+
+    assert create_at_once(Launcher) > 1  # the count sees threads overlap
+    driver = SimpleNamespace(launcher_cls=Launcher)
+    script.launchers_one_at_a_time(driver)
+    one_at_a_time = driver.launcher_cls
+    script.launchers_one_at_a_time(driver)
+    assert driver.launcher_cls is one_at_a_time and issubclass(one_at_a_time, Launcher)
+    assert create_at_once(driver.launcher_cls) == 1
+
+
+def launcher_module_source(arity: int) -> str:
+    """A C module named as Triton's launchers, whose launch() takes arity ints and returns arity."""
+    names = [f"a{i}" for i in range(arity)]
+    return f"""#include <Python.h>
+static PyObject* launch(PyObject* self, PyObject* args) {{
+  int {", ".join(names)};
+  if (!PyArg_ParseTuple(args, "{"i" * arity}", {", ".join("&" + name for name in names)})) return NULL;
+  return PyLong_FromLong({arity});
+}}
+static PyMethodDef methods[] = {{{{"launch", launch, METH_VARARGS, NULL}}, {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "__triton_launcher", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit___triton_launcher(void) {{ return PyModule_Create(&module); }}
+"""
+
+
+@pytest.fixture(scope="module")
+def triton_module_loader(tmp_path_factory):
+    """Triton's compile_module_from_src, building into a cache folder of this module's tests; skips where no C
+    compiler or Python headers build a module."""
+    from triton.runtime.build import compile_module_from_src
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton_cache")))
+        try:
+            compile_module_from_src(launcher_module_source(2), "__triton_launcher")
+        except (RuntimeError, subprocess.CalledProcessError) as error:
+            pytest.skip(f"Triton cannot build a C module here: {error}")
+        yield compile_module_from_src
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_launchers_created_in_turns_keep_their_own_launch_where_triton_shares_one_module(script,
+                                                                                         triton_module_loader):
+    class Launcher:  # what Triton's CudaLauncher does: load its signature's module, keep its launch
+        def __init__(self, arity):
+            self.launch = triton_module_loader(launcher_module_source(arity), "__triton_launcher").launch
+
+    arities = list(range(3, 11))
+    for arity in arities:  # each module built and loaded once
+        Launcher(arity)
+    three, four = (triton_module_loader(launcher_module_source(arity), "__triton_launcher") for arity in (3, 4))
+    assert three is four and four.launch(*range(4)) == 4  # a later load hands out the last load's module object
+    driver = SimpleNamespace(launcher_cls=Launcher)
+    script.launchers_one_at_a_time(driver)
+    wrong = []
+
+    def create(thread: int):
+        for _ in range(150):
+            for arity in arities[thread::4]:
+                try:
+                    returned = driver.launcher_cls(arity).launch(*range(arity))
+                except TypeError as error:  # "function takes exactly N arguments (M given)"
+                    returned = str(error)
+                if returned != arity:
+                    wrong.append((arity, returned))
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch inside a load's window is likely, not rare
+    try:
+        threads = [threading.Thread(target=create, args=(thread,)) for thread in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch_interval)
+    assert wrong == []
