@@ -2135,19 +2135,18 @@ class KernelBuilds:
         on_gpu = dict(initializer=torch.cuda.set_device, initargs=(device,)) if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(len(launches), **on_gpu)  # a thread's CUDA device is its own
         first, *others = launches
-        self.futures = [self.pool.submit(self.first_then_others, first, others)]
+        self.submitted = []  # submit()'s
+        self.first = self.pool.submit(self.first_then_others, first, others)
 
-    def first_then_others(self, first, others: list) -> float:
-        """The first launch alone, then the others queued: a process's first Triton build computes Triton's cache key
-        (a hash of libtriton.so, kept for the process), which every thread computed at once otherwise
-        (records/track_1_short/2026-12-04_FirstBuildAlone)."""
-        finished = self.finished_at(first)
-        self.futures += [self.pool.submit(self.finished_at, launch) for launch in others]
-        return finished
+    def first_then_others(self, first, others: list) -> tuple[float, list]:
+        """The first launch alone, then the others queued (their futures returned): a process's first Triton build
+        computes Triton's cache key (a hash of libtriton.so, kept for the process), which every thread computed at
+        once otherwise (records/track_1_short/2026-12-04_FirstBuildAlone)."""
+        return self.finished_at(first), [self.pool.submit(self.finished_at, launch) for launch in others]
 
     def submit(self, launch):
         """One more launch, queued for the first free thread."""
-        self.futures.append(self.pool.submit(self.finished_at, launch))
+        self.submitted.append(self.pool.submit(self.finished_at, launch))
 
     @staticmethod
     def finished_at(launch) -> float:
@@ -2157,12 +2156,13 @@ class KernelBuilds:
     def finish(self) -> str:
         """Waits for the builds (a failed one raises its error here) and says how long they took."""
         try:
-            self.futures[0].result()  # it queues the others before it returns
-            done = max(future.result() for future in self.futures)
+            first_finished, others = self.first.result()
+            futures = others + self.submitted
+            done = max([first_finished] + [future.result() for future in futures])
         finally:
             self.pool.shutdown()
             sys.setswitchinterval(self.switch_interval)
-        return f"startup: {len(self.futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
+        return f"startup: {1 + len(futures)} kernel launches built on worker threads in {done - self.started:.1f}s"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Triton kernels (torch's, unless the user set one); the start-up's kernel builds 
 process's malloc, which keeps freed memory for reuse."""
 
 import ctypes
+import functools
 import os
 import re
 import subprocess
@@ -626,3 +627,27 @@ def test_launchers_created_in_turns_keep_their_own_launch_where_triton_shares_on
     finally:
         sys.setswitchinterval(switch_interval)
     assert wrong == []
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_kernel_builds_on_the_gpu_make_triton_launchers_take_turns_before_a_thread_starts(script, monkeypatch):
+    driver, calls = SimpleNamespace(launcher_cls=object), []
+    monkeypatch.setattr(script.triton.runtime, "driver", SimpleNamespace(active=driver))
+    monkeypatch.setattr(script, "launchers_one_at_a_time", lambda given: calls.append((given, "turns")))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)  # each build thread's initializer
+    script.KernelBuilds([lambda: calls.append("build")], torch.device("cuda", 0)).finish()
+    assert calls == [(driver, "turns"), "build"]
+    script.KernelBuilds([lambda: calls.append("build")], torch.device("cpu")).finish()
+    assert calls == [(driver, "turns"), "build", "build"]  # no launchers on the CPU
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_first_launch_that_returns_at_once_still_has_the_others_queued_and_counted(script):
+    ran = []
+    for _ in range(20):  # the first thread's return raced the constructor's bookkeeping once
+        builds = script.KernelBuilds([functools.partial(ran.append, name) for name in "abc"], torch.device("cpu"))
+        builds.submit(functools.partial(ran.append, "d"))
+        assert builds.finish().startswith("startup: 4 kernel launches built on worker threads in ")
+        this_attempt = ran[-4:]
+        assert sorted(this_attempt) == ["a", "b", "c", "d"]
+        assert this_attempt.index("a") < min(this_attempt.index("b"), this_attempt.index("c"))  # "a" alone first
