@@ -2,7 +2,8 @@
 artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
 it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
 its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
-Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads; and a CPU
+Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads, and the turns
+their threads take creating Triton's launchers (whose modules Triton loads under one shared name); and a CPU
 process's malloc, which keeps freed memory for reuse."""
 
 import ctypes
