@@ -531,6 +531,15 @@ def test_kernel_builds_run_on_worker_threads_the_first_alone_and_a_failed_one_ra
         assert len(events) == (2 if failing_at == 0 else 4)
 
 
+def on_four_threads_at_once(target):
+    """target(0), ..., target(3), each on a thread of its own, all started before any is joined."""
+    threads = [threading.Thread(target=target, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_threads_take_turns_creating_launchers_and_a_second_call_adds_no_turn(script):
     inside, most, lock = [0], [0], threading.Lock()
@@ -546,11 +555,7 @@ def test_threads_take_turns_creating_launchers_and_a_second_call_adds_no_turn(sc
 
     def create_at_once(launcher_class):
         most[0] = 0
-        threads = [threading.Thread(target=launcher_class, args=(arity,)) for arity in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        on_four_threads_at_once(launcher_class)
         return most[0]
 
     assert create_at_once(Launcher) > 1  # the count sees threads overlap
@@ -620,11 +625,7 @@ def test_launchers_created_in_turns_keep_their_own_launch_where_triton_shares_on
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # a thread switch inside a load's window is likely, not rare
     try:
-        threads = [threading.Thread(target=create, args=(thread,)) for thread in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        on_four_threads_at_once(create)
     finally:
         sys.setswitchinterval(switch_interval)
     assert wrong == []
