@@ -1608,6 +1608,9 @@ class NullLog:
         pass
 
 
+SETUP_ERROR_LOG = NullLog()  # rank 0's log once open: a setting or data error found after it opened ends it too
+
+
 def open_log(args: Hyperparameters, rank: int, world_size: int):
     """Rank 0 writes logs/<run_id>.txt: this file's source, then the header, and a crash's first line at the end;
     other ranks log nothing."""
@@ -1621,15 +1624,18 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
     except OSError as error:  # what the start-up check cannot foresee, e.g. a read-only file system
         raise SetupError(f"cannot write the log in --logs_dir={args.logs_dir} ({error.strerror}); give a writable "
                          "folder") from None
-    end_log_with_uncaught_errors(log)
+    end_log_with_errors(log)
     print(f"log: {log.path}", flush=True)
     log.header(args, run_id, world_size)
     return log
 
 
-def end_log_with_uncaught_errors(log: RunLog):
+def end_log_with_errors(log: RunLog):
     """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
-    log says why it stops short; the console still gets the whole traceback."""
+    log says why it stops short; the console still gets the whole traceback. A setting or data error found from
+    here on (a shard changed during the run) ends the log with the console's one line."""
+    global SETUP_ERROR_LOG
+    SETUP_ERROR_LOG = log
     console_hook = sys.excepthook
 
     def hook(kind, error, traceback):
@@ -2306,10 +2312,16 @@ def main():
         sys.exit(exit_code)
 
 
+def exit_with_setup_error(error: SetupError):
+    """A setting or data error: one line on rank 0's console, and the log's last line once it is open; exit code 2."""
+    SETUP_ERROR_LOG.write(f"error: {error}", console=False)
+    if not os.environ.get("RANK", "0").isdigit() or int(os.environ.get("RANK", "0")) == 0:  # or a bad RANK
+        print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
 if __name__ == "__main__":
     try:
         main()
     except SetupError as error:
-        if not os.environ.get("RANK", "0").isdigit() or int(os.environ.get("RANK", "0")) == 0:  # or a bad RANK
-            print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        exit_with_setup_error(error)

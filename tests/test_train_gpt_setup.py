@@ -459,12 +459,38 @@ def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_con
     seen = []
     monkeypatch.setattr(sys, "excepthook", lambda *error: seen.append(error))
     log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
-    script.end_log_with_uncaught_errors(log)
+    script.end_log_with_errors(log)
     error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
     sys.excepthook(type(error), error, None)
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == ("error: OutOfMemoryError: CUDA out of memory. "
                                                                  "Tried to allocate 2.00 GiB")
     assert seen == [(type(error), error, None)]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(script, rank, tmp_path, monkeypatch,
+                                                                                capsys):
+    """A shard that changes during the run raises a DataError from the training loop: the log ends with the same one
+    line as rank 0's console, and the process exits with 2; before a log opens, only the console has it."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(script, "SETUP_ERROR_LOG", script.NullLog())
+    monkeypatch.setenv("RANK", rank)
+    error = script.DataError("data/train_001.bin: truncated: header promises 100 tokens (456 bytes) but the file has "
+                             "300 bytes; download it again")
+    with pytest.raises(SystemExit) as before_log:
+        script.exit_with_setup_error(error)
+    assert before_log.value.code == 2
+    assert capsys.readouterr().err == ("" if rank == "1" else f"error: {error}\n")
+
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    script.end_log_with_errors(log)
+    log.write("step:10/100 train_time:500ms", console=False)
+    with pytest.raises(SystemExit) as after_log:
+        script.exit_with_setup_error(error)
+    assert after_log.value.code == 2
+    assert (tmp_path / "run.txt").read_text().splitlines()[-2:] == ["step:10/100 train_time:500ms", f"error: {error}"]
+    assert capsys.readouterr() == ("", "" if rank == "1" else f"error: {error}\n")
 
 
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
