@@ -1755,7 +1755,8 @@ def launchers_one_at_a_time(driver):
     named __triton_launcher; loading one this process loaded before returns the module in sys.modules, whose launch()
     the next such load replaces, so two threads creating launchers at once can each get the other's. Track 1's warm
     start with inductor's combo kernels died so in warmup step 1: "function takes exactly 22 arguments (23 given)"
-    (perf/NOTES.md, session 55). A turn is a cache hit's milliseconds, or a new launcher's C build."""
+    (perf/NOTES.md, session 55). A turn is a cache hit's milliseconds, or a new launcher's C build; Triton 3.7 and
+    newer launch every kernel through one shared launcher, where a turn is the lock alone."""
     shared = driver.launcher_cls
     if getattr(shared, "one_at_a_time", False):
         return
