@@ -1885,19 +1885,26 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
     return device, Comm(rank, world_size)
 
 
-def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas") -> str:
+def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas"):
     """Triton builds our kernels as in the runs measured here, where the environment does not say otherwise: with
     torch's ptxas (CUDA 13), as inductor builds its own (Triton 3.6's bundled ptxas miscompiled one of ours on the
     H200: perf/NOTES.md, sessions 14-15), and with FMA contraction, Triton 3.6's default, which Triton 3.9 warns that
-    3.10 turns off (inductor sets it per kernel). Returns the ptxas in use."""
+    3.10 turns off (inductor sets it per kernel)."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    return ptxas_in_use()
 
 
 def ptxas_in_use() -> str:
-    return os.environ.get("TRITON_PTXAS_PATH", "Triton's bundled")
+    """The ptxas Triton builds for this process's GPU with, as Triton picks it: TRITON_PTXAS_PATH's (else its own)
+    below sm_100 in Triton 3.6-3.8, but its own ptxas-blackwell (unless TRITON_PTXAS_BLACKWELL_PATH) from sm_90 on in
+    3.9, as for inductor's kernels."""
+    if not torch.cuda.is_available():
+        return "none (no GPU)"
+    from triton.backends.nvidia.compiler import get_ptxas
+    major, minor = torch.cuda.get_device_capability()
+    tool = get_ptxas(10 * major + minor)
+    return f"{tool.path} (CUDA {tool.version})"
 
 
 def environment() -> dict:
@@ -2603,7 +2610,7 @@ def main():
             print(f"ok: settings, data and device checked for world size {world_size}")
         return
 
-    ptxas = configure_triton_builds()  # before any of our kernels is built
+    configure_triton_builds()  # before any of our kernels is built
     device, comm = init_distributed(args, rank, local_rank, world_size)
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
@@ -2635,7 +2642,8 @@ def main():
         log.write(builds.finish())
     if device.type == "cuda" and args.fp8_mlp:  # answered by the builds above
         log.write("FP8 MLP backward: one pass (start-up check exact)" if one_pass_relu_square_is_exact(device) else
-                  f"FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas {ptxas})")
+                  "FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas "
+                  f"{ptxas_in_use()})")
     if table is not None:
         log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps + 1}-{args.warmup_steps}:"
                   f"\n{table}", console=False)

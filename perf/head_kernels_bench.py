@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     tiny = "--tiny" in argv
     tg = load_script(ROOT / "train_gpt.py")
     if not tiny:
-        print("ptxas:", tg.configure_triton_builds())  # as in training: the transposed float8 stores need it
+        tg.configure_triton_builds()  # as in training: the transposed float8 stores need it
+        print("ptxas:", tg.ptxas_in_use())
     device = "cpu" if tiny else "cuda"
     bench_ce(tg, tiny, device)
     bench_squares(tg, tiny, device)

@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU, not the interpreter
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.backends.nvidia.compiler import get_ptxas  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +32,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 SHARED_LIMIT = 232_448  # bytes of shared memory one block may use on sm_90 (227 KB)
 SM_SHARED, SM_REGISTERS = 233_472, 65_536  # an sm_90 SM's shared memory (228 KB, 1 KB of it reserved a block) and
 # registers, shared by the programs resident on it
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+PTXAS = Path(get_ptxas(TARGET.arch).path)  # the one Triton builds sm_90 with, and picks its PTX version by
 
 # Argument types by name across the kernels; strides of 1 are constants, as the JIT specialises them.
 ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*bf16", "logits_ptr": "*bf16",
@@ -92,7 +93,7 @@ def ptxas_usage(ptx: str) -> tuple[int, int]:
     finally:
         path.unlink()
     out = result.stderr
-    if result.returncode != 0:  # e.g. Triton 3.9 writes PTX 9.4, which its bundled ptxas (CUDA 12.9) refuses
+    if result.returncode != 0:  # e.g. a TRITON_PTXAS_PATH older than the CUDA that Triton's PTX version needs
         fatal = [line for line in out.splitlines() if "fatal" in line] or [f"exit status {result.returncode}"]
         sys.exit(f"error: {PTXAS} cannot build this Triton's PTX: {fatal[0].split(' fatal ')[-1].strip(' :')}")
     return int(re.search(r"Used (\d+) registers", out)[1]), int(re.search(r"(\d+) bytes spill stores", out)[1])

@@ -327,18 +327,57 @@ def triton_build_env_unset(monkeypatch):
         monkeypatch.delenv(name)
 
 
-def executable(path: Path, mode: int = 0o755) -> Path:
-    path.write_text("#!/bin/sh\n")
+def executable(path: Path, mode: int = 0o755, release: str | None = None) -> Path:
+    """A program at path; with a release, one that answers --version as ptxas does."""
+    answer = f"echo 'Cuda compilation tools, release {release}, V{release}.1'\n" if release else ""
+    path.write_text("#!/bin/sh\n" + answer)
     path.chmod(mode)
     return path
 
 
+@pytest.fixture
+def gpu_of_capability(monkeypatch):
+    """gpu(major, minor): torch reports one GPU of that compute capability."""
+    def gpu(major: int, minor: int):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, minor))
+    return gpu
+
+
+def bundled_ptxas(name: str) -> str:
+    import triton
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
+
+
+def triton_version() -> tuple[int, int]:
+    import triton
+    return tuple(int(part) for part in triton.__version__.split(".")[:2])
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_torch_ptxas_is_used_when_none_is_set(script, triton_build_env_unset, tmp_path):
-    ptxas = executable(tmp_path / "ptxas")
-    assert script.configure_triton_builds(ptxas) == str(ptxas)
+def test_torch_ptxas_is_used_when_none_is_set(script, triton_build_env_unset, gpu_of_capability, tmp_path):
+    """The log names the ptxas Triton builds the GPU's kernels with: torch's, which the scripts set, on an L4 (sm_89)
+    in every Triton; on an H100 (sm_90) in Triton 3.6-3.8, while 3.9 takes its own ptxas-blackwell there, for
+    inductor's kernels too; on a B200 (sm_100) Triton's own ptxas-blackwell in every Triton."""
+    ptxas = executable(tmp_path / "ptxas", release="13.0")
+    script.configure_triton_builds(ptxas)
     assert os.environ["TRITON_PTXAS_PATH"] == str(ptxas)
-    assert script.environment()["ptxas"] == str(ptxas)  # the run log's header line
+    gpu_of_capability(8, 9)
+    assert script.environment()["ptxas"] == f"{ptxas} (CUDA 13.0)"  # the run log's header line
+    gpu_of_capability(9, 0)
+    if triton_version() < (3, 9):
+        assert script.ptxas_in_use() == f"{ptxas} (CUDA 13.0)"
+    else:
+        assert script.ptxas_in_use().startswith(bundled_ptxas("ptxas-blackwell") + " (CUDA ")
+    gpu_of_capability(10, 0)
+    assert script.ptxas_in_use().startswith(bundled_ptxas("ptxas-blackwell") + " (CUDA ")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_without_a_gpu_the_log_names_no_ptxas(script, triton_build_env_unset, monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    script.configure_triton_builds(executable(tmp_path / "ptxas", release="13.0"))
+    assert script.environment()["ptxas"] == "none (no GPU)"
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -354,23 +393,29 @@ def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, triton_bu
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_a_ptxas_the_user_set_is_left_alone(script, triton_build_env_unset, monkeypatch, tmp_path):
-    monkeypatch.setenv("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
-    assert script.configure_triton_builds(executable(tmp_path / "ptxas")) == "/opt/cuda/bin/ptxas"
-    assert os.environ["TRITON_PTXAS_PATH"] == "/opt/cuda/bin/ptxas"
+def test_a_ptxas_the_user_set_is_left_alone(script, triton_build_env_unset, gpu_of_capability, monkeypatch,
+                                            tmp_path):
+    users = executable(tmp_path / "cuda_ptxas", release="12.9")
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(users))
+    script.configure_triton_builds(executable(tmp_path / "ptxas", release="13.0"))
+    assert os.environ["TRITON_PTXAS_PATH"] == str(users)
+    gpu_of_capability(8, 9)
+    assert script.ptxas_in_use() == f"{users} (CUDA 12.9)"
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("case", ["missing", "not executable", "a folder"])
-def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, triton_build_env_unset, tmp_path):
+def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, triton_build_env_unset,
+                                                                gpu_of_capability, tmp_path):
     ptxas = tmp_path / "ptxas"
     if case == "not executable":
-        executable(ptxas, 0o644)
+        executable(ptxas, 0o644, release="13.0")
     elif case == "a folder":
         ptxas.mkdir()
-    assert script.configure_triton_builds(ptxas) == "Triton's bundled"
+    script.configure_triton_builds(ptxas)
     assert "TRITON_PTXAS_PATH" not in os.environ
-    assert script.environment()["ptxas"] == "Triton's bundled"
+    gpu_of_capability(8, 9)
+    assert script.environment()["ptxas"].startswith(bundled_ptxas("ptxas") + " (CUDA ")
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
