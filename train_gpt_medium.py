@@ -1540,8 +1540,8 @@ def ptxas_in_use() -> str:
     """The ptxas Triton builds for this process's GPU with, as Triton picks it: TRITON_PTXAS_PATH's (else its own)
     below sm_100 in Triton 3.6-3.8, but its own ptxas-blackwell (unless TRITON_PTXAS_BLACKWELL_PATH) from sm_90 on in
     3.9, as for inductor's kernels."""
-    if not torch.cuda.is_available():
-        return "none (no GPU)"
+    if not torch.cuda.is_available() or torch.version.hip:
+        return "none (no NVIDIA GPU)"
     from triton.backends.nvidia.compiler import get_ptxas
     major, minor = torch.cuda.get_device_capability()
     tool = get_ptxas(10 * major + minor)

@@ -374,10 +374,17 @@ def test_torch_ptxas_is_used_when_none_is_set(script, triton_build_env_unset, gp
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_without_a_gpu_the_log_names_no_ptxas(script, triton_build_env_unset, monkeypatch, tmp_path):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+@pytest.mark.parametrize("gpu", ["none", "ROCm"])
+def test_without_an_nvidia_gpu_the_log_names_no_ptxas(script, gpu, triton_build_env_unset, gpu_of_capability,
+                                                      monkeypatch, tmp_path):
+    """A ROCm build of torch answers torch.cuda's calls too (an MI300X reports capability 9.4); no ptxas builds for it."""
+    if gpu == "none":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    else:
+        gpu_of_capability(9, 4)
+        monkeypatch.setattr(torch.version, "hip", "7.0.51831")
     script.configure_triton_builds(executable(tmp_path / "ptxas", release="13.0"))
-    assert script.environment()["ptxas"] == "none (no GPU)"
+    assert script.environment()["ptxas"] == "none (no NVIDIA GPU)"
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
