@@ -377,7 +377,8 @@ def test_torch_ptxas_is_used_when_none_is_set(script, triton_build_env_unset, gp
 @pytest.mark.parametrize("gpu", ["none", "ROCm"])
 def test_without_an_nvidia_gpu_the_log_names_no_ptxas(script, gpu, triton_build_env_unset, gpu_of_capability,
                                                       monkeypatch, tmp_path):
-    """A ROCm build of torch answers torch.cuda's calls too (an MI300X reports capability 9.4); no ptxas builds for it."""
+    """A ROCm build of torch answers torch.cuda's calls too (an MI300X reports capability 9.4); no ptxas builds for
+    it."""
     if gpu == "none":
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     else:
