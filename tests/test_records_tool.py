@@ -537,6 +537,7 @@ def test_current_environment_names_the_gpus_as_the_track_scripts_do(names, monke
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: names[i])
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # the header's ptxas line
     assert module.current_environment()["gpu"] == train_gpt.environment()["gpu"] == f"{names[0]} x2"
 
 
