@@ -180,10 +180,13 @@ def reproduce_command(log, script_path):
     if "argv" not in log.header:
         raise ToolError(f"{log.path} has no argv line")
     try:
-        overrides = json.loads(log.header["argv"])[1:]
-    except (ValueError, TypeError):
+        argv = json.loads(log.header["argv"])
+    except ValueError:
         raise ToolError(f"{log.path}: argv line is not a JSON list") from None
-    if not isinstance(overrides, list) or not all(isinstance(arg, str) for arg in overrides):
+    if not isinstance(argv, list):  # checked, not caught: from Python 3.12 a dict[1:] raises KeyError, not TypeError
+        raise ToolError(f"{log.path}: argv line is not a JSON list")
+    overrides = argv[1:]
+    if not all(isinstance(arg, str) for arg in overrides):
         raise ToolError(f"{log.path}: argv line is not a JSON list of strings")
     # a re-run is a new run: its log takes a fresh name, so that it cannot overwrite the recorded one
     overrides = [arg for arg in overrides if not arg.startswith("--run_id=")]
