@@ -141,7 +141,9 @@ def test_two_processes_without_torchrun_on_path(shards, tmp_path):
     """With no torchrun on PATH, run.sh launches through python -m torch.distributed.run."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
+    python = bin_dir / "python"  # this interpreter by its own path: a link would lose a virtualenv's packages
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
     path = os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
     assert shutil.which("torchrun", path=path) is None
     logs = tmp_path / "logs"
