@@ -32,8 +32,10 @@ def data_args(shards: Path) -> list[str]:
 
 
 def run_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """run.sh with os.environ updated by env, where a value of None removes that variable."""
-    merged = {name: value for name, value in {**os.environ, **(env or {})}.items() if value is not None}
+    """run.sh with os.environ updated by env, where a value of None removes that variable; PYTHON is this interpreter
+    unless env says otherwise (the PATH's python may be another, e.g. when a virtualenv is not activated)."""
+    merged = {"PYTHON": sys.executable, **os.environ, **(env or {})}
+    merged = {name: value for name, value in merged.items() if value is not None}
     return subprocess.run(["bash", str(REPO / "run.sh"), *args], cwd=REPO, capture_output=True, text=True,
                           env=merged, timeout=600)
 
@@ -148,7 +150,7 @@ def test_two_processes_without_torchrun_on_path(shards, tmp_path):
     assert shutil.which("torchrun", path=path) is None
     logs = tmp_path / "logs"
     result = run_sh(*TINY, *data_args(shards), f"--logs_dir={logs}", "--run_id=viarunsh",
-                    env={"NPROC": "2", "PATH": path, "OMP_NUM_THREADS": None})
+                    env={"NPROC": "2", "PATH": path, "OMP_NUM_THREADS": None, "PYTHON": None})
     assert result.returncode == 0, result.stdout + result.stderr
     log = (logs / "viarunsh.txt").read_text()
     assert "world_size: 2" in log
