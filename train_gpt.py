@@ -1896,9 +1896,9 @@ def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / 
 
 
 def ptxas_in_use() -> str:
-    """The ptxas Triton builds for this process's GPU with, as Triton picks it: TRITON_PTXAS_PATH's (else its own)
-    below sm_100 in Triton 3.6-3.8, but its own ptxas-blackwell (unless TRITON_PTXAS_BLACKWELL_PATH) from sm_90 on in
-    3.9, as for inductor's kernels."""
+    """The ptxas that builds this process's GPU kernels (ours and inductor's), as Triton picks it: below sm_100,
+    Triton 3.6-3.8 take TRITON_PTXAS_PATH's (else their own); Triton 3.9 builds sm_90 and newer with its own
+    ptxas-blackwell (or TRITON_PTXAS_BLACKWELL_PATH's)."""
     if not torch.cuda.is_available() or torch.version.hip:
         return "none (no NVIDIA GPU)"
     from triton.backends.nvidia.compiler import get_ptxas
