@@ -320,9 +320,9 @@ def test_longest_kernels_name_the_ops_that_launched_most_of_their_time(script):
 
 @pytest.fixture
 def triton_build_env_unset(monkeypatch):
-    """TRITON_PTXAS_PATH and TRITON_DEFAULT_FP_FUSION unset for the test, and restored afterwards even where the test's
-    code sets them."""
-    for name in ("TRITON_PTXAS_PATH", "TRITON_DEFAULT_FP_FUSION"):
+    """TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH and TRITON_DEFAULT_FP_FUSION unset for the test, and restored
+    afterwards even where the test's code sets them."""
+    for name in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_DEFAULT_FP_FUSION"):
         monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
         monkeypatch.delenv(name)
 
