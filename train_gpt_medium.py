@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import traceback
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -1615,7 +1616,7 @@ class NullLog:
         pass
 
 
-SETUP_ERROR_LOG = NullLog()  # rank 0's log once open: a setting or data error found after it opened ends it too
+ERROR_LOG = NullLog()  # rank 0's log once open: a setting, data or out-of-memory error found after it opened ends it
 
 
 def open_log(args: Hyperparameters, rank: int, world_size: int):
@@ -1638,11 +1639,11 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
 
 
 def end_log_with_errors(log: RunLog):
-    """A run that crashes (out of memory, a lost rank, Ctrl-C) ends its log with the error's first line, so the
-    log says why it stops short; the console still gets the whole traceback. A setting or data error found from
-    here on (a shard changed during the run) ends the log with the console's one line."""
-    global SETUP_ERROR_LOG
-    SETUP_ERROR_LOG = log
+    """A run that crashes (a lost rank, Ctrl-C) ends its log with the error's first line, so the log says why it
+    stops short; the console still gets the whole traceback. A setting or data error found from here on (a shard
+    changed during the run), or the GPU out of memory, ends the log with the console's one line."""
+    global ERROR_LOG
+    ERROR_LOG = log
     console_hook = sys.excepthook
 
     def hook(kind, error, traceback):
@@ -2322,9 +2323,25 @@ def main():
 
 def exit_with_setup_error(error: SetupError):
     """A setting or data error: one line on rank 0's console, and the log's last line once it is open; exit code 2."""
-    SETUP_ERROR_LOG.write(f"error: {error}", console=False)
+    ERROR_LOG.write(f"error: {error}", console=False)
     if not os.environ.get("RANK", "0").isdigit() or int(os.environ.get("RANK", "0")) == 0:  # or a bad RANK
         print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+def exit_with_out_of_memory(error: torch.OutOfMemoryError):
+    """A GPU too small for the settings: one line naming the setting to lower (validation's own when validation ran
+    out), on the console of each rank that ran out and as the log's last line; exit code 2."""
+    validation = inspect.unwrap(evaluate).__code__  # not no_grad's wrapper, which the optimizers' steps share
+    in_validation = any(frame.f_code is validation for frame, _ in traceback.walk_tb(error.__traceback__))
+    fix = ("lower --val_seq_len (a multiple of 128 that divides --val_tokens / world size)" if in_validation else
+           "lower --train_seq_len (a multiple of 128; a shorter sequence changes the batch and so the result)")
+    torch_says = ". ".join(next(iter(str(error).splitlines()), "").split(". ")[:3]).rstrip(".")
+    rank = f"rank {os.environ.get('RANK', '0')}: " if launch_number("WORLD_SIZE", 1) > 1 else ""
+    line = (f"error: {rank}out of GPU memory in {'validation' if in_validation else 'training'} ({torch_says}); "
+            f"{fix}, or stop the GPU's other processes")
+    ERROR_LOG.write(line, console=False)
+    print(line, file=sys.stderr)
     sys.exit(2)
 
 
@@ -2333,3 +2350,5 @@ if __name__ == "__main__":
         main()
     except SetupError as error:
         exit_with_setup_error(error)
+    except torch.OutOfMemoryError as error:
+        exit_with_out_of_memory(error)

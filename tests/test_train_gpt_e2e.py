@@ -193,8 +193,8 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
 
 
 def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tmp_path):
-    """Ctrl-C (SIGINT) once the log is open: the log's last line names the error (a crash, an out-of-memory or a
-    lost rank end the same way), where it used to stop at the last progress note."""
+    """Ctrl-C (SIGINT) once the log is open: the log's last line names the error (a crash or a lost rank end the
+    same way), where it used to stop at the last progress note."""
     import signal
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}

@@ -3,8 +3,8 @@ artifact file of --compile_cache (a fresh process whose local inductor cache is 
 it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
 its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
 Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads, and the turns
-their threads take creating Triton's launchers (whose modules Triton loads under one shared name); and a CPU
-process's malloc, which keeps freed memory for reuse."""
+their threads take creating Triton's launchers (whose modules Triton loads under one shared name); a CPU
+process's malloc, which keeps freed memory for reuse; and the one line a run out of GPU memory stops with."""
 
 import ctypes
 import functools
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from torch.autograd.profiler_util import FunctionEvent
@@ -26,6 +27,9 @@ sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
 import train_gpt_medium  # noqa: E402
 from train_gpt import SetupError  # noqa: E402
+
+sys.path.insert(0, str(REPO_ROOT / "data"))
+from shards import EOT, write_shard  # noqa: E402
 
 COMPILE_AND_COUNT = """
 import importlib, sys, torch
@@ -513,10 +517,10 @@ def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_con
     monkeypatch.setattr(sys, "excepthook", lambda *error: seen.append(error))
     log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
     script.end_log_with_errors(log)
-    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+    error = RuntimeError("NCCL communicator was aborted on rank 1\nmore detail")
     sys.excepthook(type(error), error, None)
-    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == ("error: OutOfMemoryError: CUDA out of memory. "
-                                                                 "Tried to allocate 2.00 GiB")
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == ("error: RuntimeError: NCCL communicator was "
+                                                                 "aborted on rank 1")
     assert seen == [(type(error), error, None)]
 
 
@@ -527,7 +531,7 @@ def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(
     """A shard that changes during the run raises a DataError from the training loop: the log ends with the same one
     line as rank 0's console, and the process exits with 2; before a log opens, only the console has it."""
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
-    monkeypatch.setattr(script, "SETUP_ERROR_LOG", script.NullLog())
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
     monkeypatch.setenv("RANK", rank)
     error = script.DataError("data/train_001.bin: truncated: header promises 100 tokens (456 bytes) but the file has "
                              "300 bytes; download it again")
@@ -545,6 +549,101 @@ def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(
     assert (tmp_path / "run.txt").read_text().splitlines()[-2:] == ["step:10/100 train_time:500ms", f"error: {error}"]
     assert capsys.readouterr() == ("", "" if rank == "1" else f"error: {error}\n")
 
+
+
+TORCH_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
+             "1.20 GiB is free. Including non-PyTorch memory, this process has 22.33 GiB memory in use. If reserved "
+             "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+
+
+class OutOfMemoryModel(torch.nn.Module):
+    def __init__(self, in_forward: bool):
+        super().__init__()
+        self.in_forward = in_forward
+
+    def forward(self, *inputs):
+        if self.in_forward:
+            raise torch.OutOfMemoryError(TORCH_OOM)
+        return torch.zeros((), requires_grad=True)
+
+
+class OutOfMemoryOptimizer:
+    """An optimizer step runs under no_grad, as validation does."""
+    param_groups = []
+
+    @torch.no_grad()
+    def step(self):
+        raise torch.OutOfMemoryError(TORCH_OOM)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("phase", ["training", "optimizer", "validation"])
+@pytest.mark.parametrize("world", [("1", "0"), ("2", "1")], ids=["one_rank", "rank_1_of_2"])
+def test_out_of_gpu_memory_ends_in_one_line_naming_the_setting_to_lower(script, phase, world, tmp_path, monkeypatch,
+                                                                         capsys):
+    """A card too small for the settings: the line names the sequence length of the phase that ran out (validation
+    runs at its own length; the optimizer's step, no_grad as validation is, counts as training) and torch's first
+    three sentences, on the rank's own console (any rank can run out first), and ends the log; exit code 2, no
+    traceback."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setenv("WORLD_SIZE", world[0])
+    monkeypatch.setenv("RANK", world[1])
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    script.end_log_with_errors(log)
+    args = script.Hyperparameters(val_tokens=512, val_seq_len=256, grad_accum_steps=1)
+    window = torch.tensor(1)
+    with pytest.raises(torch.OutOfMemoryError) as raised:
+        if phase == "validation":
+            script.evaluate(OutOfMemoryModel(True), torch.zeros(1024, dtype=torch.long), args, 0, 1, window)
+        else:
+            script.train_step(OutOfMemoryModel(phase == "training"), [OutOfMemoryOptimizer()], iter([(None, None)]),
+                              0, args, {script.window_blocks_at(0, args): window})
+    with pytest.raises(SystemExit) as exited:
+        script.exit_with_out_of_memory(raised.value)
+    setting = ("--val_seq_len (a multiple of 128 that divides --val_tokens / world size)" if phase == "validation" else
+               "--train_seq_len (a multiple of 128; a shorter sequence changes the batch and so the result)")
+    line = (f"error: {'rank 1: ' if world[0] == '2' else ''}out of GPU memory in "
+            f"{'validation' if phase == 'validation' else 'training'} (CUDA out of memory. Tried to "
+            "allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which 1.20 GiB is free); lower "
+            f"{setting}, or stop the GPU's other processes")
+    assert exited.value.code == 2
+    assert capsys.readouterr() == ("", line + "\n")
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
+
+
+
+RUN_WITH_BACKWARD_OUT_OF_MEMORY = """
+import runpy, sys, torch
+message = sys.argv.pop()
+def out_of_memory(*args, **kwargs):
+    raise torch.OutOfMemoryError(message)
+torch.Tensor.backward = out_of_memory
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_a_run_out_of_gpu_memory_stops_with_the_one_line_and_no_traceback(script, tmp_path):
+    """The script as a user runs it, its first backward out of memory (a CPU run cannot be, so torch's error is
+    raised in its place): the console's only error output and the log's last line are the one line, exit code 2."""
+    tokens = np.random.default_rng(0).integers(0, 50_000, 60_000)
+    tokens[::300] = EOT
+    write_shard(tmp_path / "t_train_000001.bin", tokens)
+    write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    result = subprocess.run([sys.executable, "-c", RUN_WITH_BACKWARD_OUT_OF_MEMORY, script, "--device=cpu",
+                             "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+                             "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
+                             f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
+                             f"--logs_dir={tmp_path}", "--run_id=oom", TORCH_OOM],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    line = ("error: out of GPU memory in training (CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+            "capacity of 23.55 GiB of which 1.20 GiB is free); lower --train_seq_len (a multiple of 128; a shorter "
+            "sequence changes the batch and so the result), or stop the GPU's other processes")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == line and "Traceback" not in result.stderr
+    assert (tmp_path / "oom.txt").read_text().splitlines()[-1] == line
 
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
 
