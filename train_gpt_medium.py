@@ -1409,21 +1409,30 @@ def check_shapes(args: Hyperparameters):
     skip_pairs(args)
 
 
-def check_files(args: Hyperparameters):
-    """The log folder can be written (or made), the log is new (a run never writes over an earlier run's log), and
-    the compile cache is a readable file."""
-    nearest = Path(args.logs_dir).absolute()
+def why_unwritable(folder: str) -> str | None:
+    """Why files cannot be made in folder (with the folders above it that are missing), or None when they can."""
+    nearest = Path(folder).absolute()
     while not nearest.exists():
         nearest = nearest.parent
-    if not (nearest.is_dir() and os.access(nearest, os.W_OK | os.X_OK)):
-        raise SetupError(f"--logs_dir={args.logs_dir} cannot be written ({nearest} is "
-                         f"{'not writable' if nearest.is_dir() else 'a file'}); give a writable folder")
+    if nearest.is_dir() and os.access(nearest, os.W_OK | os.X_OK):
+        return None
+    return f"{nearest} is {'not writable' if nearest.is_dir() else 'a file'}"
+
+
+def check_files(args: Hyperparameters):
+    """The log folder can be written (or made), the log is new (a run never writes over an earlier run's log), and
+    the compile cache is a readable file in a folder the warmup's end can write it to."""
+    if (reason := why_unwritable(args.logs_dir)) is not None:
+        raise SetupError(f"--logs_dir={args.logs_dir} cannot be written ({reason}); give a writable folder")
     if args.run_id and os.path.exists(log := os.path.join(args.logs_dir, f"{args.run_id}.txt")):
         raise SetupError(f"{log} exists (an earlier run's log); pass another --run_id, or move that file")
     cache = args.compile_cache
     if cache and os.path.exists(cache) and not (os.path.isfile(cache) and os.access(cache, os.R_OK)):
         raise SetupError(f"--compile_cache={cache} is not a readable file; give a file path (written after the "
                          "warmup when missing)")
+    if cache and (reason := why_unwritable(os.path.dirname(os.path.abspath(cache)))) is not None:
+        raise SetupError(f"--compile_cache={cache} cannot be written after the warmup ({reason}); give a path in a "
+                         "writable folder (copy a read-only cache there)")
 
 
 def check_machine(args: Hyperparameters, world_size: int):
@@ -1684,11 +1693,16 @@ def save_compile_cache(path: str) -> str | None:
     artifacts = torch.compiler.save_cache_artifacts() if path else None
     if artifacts is None:
         return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     partial = f"{path}.{os.getpid()}.tmp"  # runs sharing one file (side by side on a machine) each write their own
-    with open(partial, "wb") as f:
-        f.write(artifacts[0])
-    os.replace(partial, path)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(partial, "wb") as f:
+            f.write(artifacts[0])
+        os.replace(partial, path)
+    except OSError as error:  # what the start-up check cannot foresee (a full disk): the run goes on without it
+        if os.path.exists(partial):
+            os.remove(partial)
+        return f"compile cache: not written to {path} ({error.strerror}); the next start compiles again"
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
 
 

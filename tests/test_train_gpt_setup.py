@@ -124,6 +124,23 @@ def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
     assert train_gpt.save_compile_cache("") is None
 
 
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_cache_the_warmup_cannot_write_is_a_note_and_the_run_goes_on(script, tmp_path, monkeypatch):
+    """What the start-up check cannot foresee (a full disk, a folder that became a file): no partial file is left,
+    and the log's note says the next start compiles again."""
+    monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"artifacts", None))
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    taken = tmp_path / "taken.bin"
+    taken.mkdir()  # os.replace cannot put a file over a folder
+    for path in [tmp_path / "notes.txt" / "cache.bin", taken]:
+        note = script.save_compile_cache(str(path))
+        assert re.fullmatch(rf"compile cache: not written to {re.escape(str(path))} \([A-Z][a-z ]+\); the next start "
+                            "compiles again", note)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["notes.txt", "taken.bin"]  # no partial file
+    assert script.save_compile_cache(str(tmp_path / "new" / "cache.bin")).startswith("compile cache: 0.0 MiB written")
+    assert (tmp_path / "new" / "cache.bin").read_bytes() == b"artifacts"
+
 def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capfd):
     path = tmp_path / "artifacts.bin"
     path.write_bytes(b"not torch.compile artifacts")
