@@ -73,7 +73,7 @@ class Hyperparameters:
     vocab_size: int = setting(50257, "GPT-2 vocabulary (padded to a multiple of 128 inside)")
     num_layers: int = setting(12, "transformer blocks (at least 6)")
     model_dim: int = setting(768, "residual stream width")
-    num_heads: int = setting(6, "attention heads")
+    num_heads: int = setting(6, "attention heads (num_heads x head_dim = model_dim)")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
@@ -92,7 +92,7 @@ class Hyperparameters:
     muon_momentum: float = setting(0.95, "Muon momentum after warmup")
     muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
     muon_momentum_warmup_steps: int = setting(300, "steps of linear momentum warmup")
-    muon_weight_decay: float = setting(0.0, "Muon decoupled weight decay")
+    muon_weight_decay: float = setting(0.0, "Muon weight decay: p *= 1 - lr * weight_decay")
     ns_coefficients: str = setting("jordan", "Newton-Schulz coefficients: jordan (fixed, 2024) or polar_express "
                                    "(per iteration, 2025)")
     muon_variant: str = setting("normuon", "muon, or normuon (per-neuron second-moment normalisation after "
@@ -108,6 +108,7 @@ class Hyperparameters:
     head_lr_mult: float = setting(1.0, "Adam lr multiplier of the lm_head")
     # run
     warmup_steps: int = setting(10, "compile-warmup steps before the clock, undone afterwards")
+    profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
     compile: bool = setting(True, "torch.compile the model and both optimizers' updates")
@@ -117,7 +118,6 @@ class Hyperparameters:
     run_id: str = setting("", "log name (default: a fresh uuid)")
     peak_tflops: float = setting(989.0, "per-GPU dense bf16 peak used for the MFU estimate")
     check_only: bool = setting(False, "check settings, data and device, then exit")
-    profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
 
 
 class SetupError(Exception):
@@ -1164,7 +1164,7 @@ def normuon_scale(update: Tensor, second_moment: Tensor, beta2: float) -> Tensor
 
 def muon_update(weights: Tensor, momentum_buffer: Tensor, second_moment: Tensor | None, grads: Tensor,
                 momentum: Tensor, lr: Tensor, keep: Tensor, coefficients: tuple, norm_scale: float,
-                normuon_beta2: float):
+                normuon_beta2: float | None):
     """One Muon step of a rank's stacked same-shape matrices (..., rows, cols), in place; compiled, a few kernels
     around the Newton-Schulz products instead of ~20 eager passes over the stack. Nesterov momentum,
     orthogonalisation, NorMuon's scaling when there is a second_moment, then weights = weights * keep - lr * update.
@@ -1689,8 +1689,7 @@ def check_numbers(args: Hyperparameters):
                             "muon_momentum_warmup_steps", "window_start"]:
         if getattr(args, name) < (1 if name in positive else 0):
             raise SetupError(f"--{name}={getattr(args, name)} must be {'positive' if name in positive else '>= 0'}")
-    below_one = ["muon_momentum", "muon_momentum_start", "normuon_beta2", "adam_beta1", "adam_beta2"]
-    for name in below_one:
+    for name in ["muon_momentum", "muon_momentum_start", "normuon_beta2", "adam_beta1", "adam_beta2"]:
         if not 0 <= getattr(args, name) < 1:
             raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1)")
     for f in dataclasses.fields(args):
@@ -1712,7 +1711,7 @@ def check_numbers(args: Hyperparameters):
 
 
 def check_shapes(args: Hyperparameters):
-    """The model's and the schedule's settings fit together."""
+    """The model's and the schedule's settings fit together, and the optimizer's named choices exist."""
     for name in ["train_seq_len", "val_seq_len"]:
         if getattr(args, name) % BLOCK_SIZE != 0:
             raise SetupError(f"--{name}={getattr(args, name)} is not a multiple of {BLOCK_SIZE} "

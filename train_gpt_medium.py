@@ -1,6 +1,6 @@
 """NanoGPT speedrun, track 2: GPT-2 medium's width (16 blocks, ~249M) to 2.92 val loss on FineWeb with 8 GPUs.
 
-Launch: torchrun --standalone --nproc_per_node=8 train_gpt_medium.py [--name=value ...]
+Launch: ./run.sh medium  (or: torchrun --standalone --nproc_per_node=8 train_gpt_medium.py [--name=value ...])
 Every setting is a field of Hyperparameters below; --help lists them with their defaults.
 The log (logs/<run_id>.txt) starts with this file's exact source, so any run can be re-run.
 "Record 7" below is the public track-2 record this script started from (25.29 min on 8xH100, 6450 steps).
@@ -1095,7 +1095,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
 
 
 class Rotary(nn.Module):
-    """Rotary embedding on half of the head dims; the other half stays position-free."""
+    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the
+    records' half-truncated rotary, 2025)."""
 
     def __init__(self, head_dim: int, max_len: int):
         super().__init__()
@@ -1120,7 +1121,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, args: Hyperparameters, rotary: Rotary):
         super().__init__()
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
-        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm
+        self.scale = 0.12  # instead of 1/sqrt(head_dim), with QK-norm (Henry et al. 2020)
         self.qkvo_w = nn.Parameter(uniform_bf16((4, args.num_heads * args.head_dim, args.model_dim),
                                                 args.model_dim))
         with torch.no_grad():
@@ -1146,7 +1147,7 @@ class MLP(nn.Module):
         """The MLP of rms_norm(x)."""
         if self.epilogue:
             return normed_relu_square_mlp(x.flatten(0, -2), self.fc_w, self.proj_w).view_as(x)
-        return F.linear(F.relu(F.linear(rms_norm(x), self.fc_w)).square(), self.proj_w)
+        return F.linear(F.relu(F.linear(rms_norm(x), self.fc_w)).square(), self.proj_w)  # relu^2 (Primer)
 
 
 class Block(nn.Module):
@@ -1156,14 +1157,15 @@ class Block(nn.Module):
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.mlp_epilogue)
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
-        x = block_lambdas[0] * x + block_lambdas[1] * x0
+        x = block_lambdas[0] * x + block_lambdas[1] * x0  # learned share of the embedding stream (2024 records)
         if self.attn is not None:  # record 7 feeds attention the un-normed stream (its values are normed)
             x = x + self.attn(x, value_embed, attn_lambdas, mask)
         return x + self.mlp(x)  # the MLP norms its input
 
 
 def value_embed_layout(num_layers: int) -> list:
-    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three."""
+    """Which value-embedding table each block mixes in: 0 1 2 ... 0 1 2 on the first and last three (value
+    embeddings: the 2024 records)."""
     return [0, 1, 2] + [None] * (num_layers - 6) + [0, 1, 2]
 
 
@@ -1172,7 +1174,8 @@ def padded_vocab(vocab_size: int) -> int:
 
 
 class GPT(nn.Module):
-    """GPT with value embeddings and a few long skips: block a's output, weighted, joins block b's input."""
+    """GPT with value embeddings and a few long skips (record 7's, after the 2024 records' U-net): block a's output,
+    weighted, joins block b's input."""
 
     def __init__(self, args: Hyperparameters):
         super().__init__()
@@ -1538,9 +1541,9 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
 
 def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas"):
     """Triton builds our kernels as in the runs measured here, where the environment does not say otherwise: with
-    torch's ptxas (CUDA 13), as inductor builds its own (Triton 3.6's bundled ptxas miscompiled one of ours on the
-    H200: perf/NOTES.md, sessions 14-15), and with FMA contraction, Triton 3.6's default, which Triton 3.9 warns that
-    3.10 turns off (inductor sets it per kernel)."""
+    torch's ptxas (CUDA 13), as inductor builds its own (Triton 3.6's bundled ptxas miscompiled one of track 1's
+    kernels on the H200: perf/NOTES.md, sessions 14-15), and with FMA contraction, Triton 3.6's default, which
+    Triton 3.9 warns that 3.10 turns off (inductor sets it per kernel)."""
     if "TRITON_PTXAS_PATH" not in os.environ and ptxas.is_file() and os.access(ptxas, os.X_OK):
         os.environ["TRITON_PTXAS_PATH"] = str(ptxas)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
