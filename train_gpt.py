@@ -2647,7 +2647,9 @@ def main():
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
     val_tokens = load_val_tokens(val_files, args.val_tokens, device)
     windows = window_tensors(args, device)
-    log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s")
+    flops = flops_per_step(raw_model, args, global_batch_tokens(args, world_size))
+    log.write(f"startup: model and optimizers built at {time.perf_counter() - PROCESS_START:.1f}s; "
+              f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
     warmup_start = time.perf_counter()
     table, laps = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size,
@@ -2671,7 +2673,6 @@ def main():
               f"(compile included, state restored); training starts at {startup_s:.1f}s")
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-    flops = flops_per_step(raw_model, args, global_batch_tokens(args, world_size))
     clock = TrainingClock(device)
     failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
                         device, flops)

@@ -181,6 +181,10 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     ready = re.search(r"^startup: settings and data checked, compile cache loaded, log opened at ([\d.]+)s$", text,
                       re.MULTILINE)
     assert ready and float(ready.group(1)) <= warmup_end
+    built = re.search(r"^startup: model and optimizers built at ([\d.]+)s; ([\d,]+) matmul params, ([\d.e+]+) FLOPs "
+                      "per step$", text, re.MULTILINE)  # the sizes the MFU of the validation lines divides by
+    assert built and float(ready.group(1)) <= float(built.group(1)) <= warmup_end
+    assert int(built.group(2).replace(",", "")) > 0 and float(built.group(3)) > 0
     # the closing time line: the clock's training seconds are those of the last step line
     times = re.search(r"^time: startup ([\d.]+)s, training ([\d.]+)s, validation ([\d.]+)s, total ([\d.]+)s$", text,
                       re.MULTILINE)
