@@ -305,6 +305,8 @@ def test_a_compile_cache_the_warmup_could_not_write_is_one_error_before_the_run(
         assert str(error.value) == (f"--compile_cache={cache} cannot be written after the warmup ({locked} is not "
                                     "writable); give a path in a writable folder (copy a read-only cache there)")
     script.check_settings(script.Hyperparameters(device="cpu", compile_cache=str(tmp_path / "new" / "cache.bin")), 1)
+    assert not (tmp_path / "new").exists()  # the check creates nothing
+
 
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
 def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_name, tmp_path):
