@@ -1612,16 +1612,19 @@ def read_shard(path: str, limit: int | None = None) -> Tensor:
     return torch.from_numpy(np.fromfile(path, dtype=np.uint16, count=count, offset=HEADER_BYTES))
 
 
-def find_shards(pattern: str) -> list[str]:
-    files = sorted(glob.glob(pattern))
+def find_shards(setting: str, pattern: str) -> list[str]:
+    """The shard files of --train_files or --val_files (setting), sorted."""
+    files, split = sorted(glob.glob(pattern)), setting.removesuffix("_files")
     if not files:
-        fix = ("download FineWeb with: python data/cached_fineweb10B.py 9" if "fineweb" in pattern else
-               "check the pattern (a glob of shard files, e.g. 'data/<name>/<name>_train_*.bin')")
-        raise DataError(f"no files match {pattern}; {fix}")
+        where = "" if os.path.isabs(pattern) else f" (a relative pattern, read from {os.getcwd()})"
+        missing_download = "fineweb" in pattern and not glob.glob(os.path.join(os.path.dirname(pattern), "*.bin"))
+        fix = ("download FineWeb with: python data/cached_fineweb10B.py 9" if missing_download else
+               f"check the pattern (a glob of shard files, e.g. 'data/<name>/<name>_{split}_*.bin')")
+        raise DataError(f"--{setting}={pattern} matches no files{where}; {fix}")
     for path in files:
         if os.path.isdir(path):
-            raise DataError(f"{path} is a folder; the pattern names shard files, e.g. "
-                            f"'{os.path.join(path, '*_train_*.bin')}'")
+            raise DataError(f"--{setting}={pattern} matches a folder, {path}; the pattern names shard files, e.g. "
+                            f"'{os.path.join(path, f'*_{split}_*.bin')}'")
     return files
 
 
@@ -1846,7 +1849,7 @@ def shards_wanted(pattern: str, shards: int, available: int, needed: int) -> str
 def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     """Every shard's header, enough tokens for the whole run, and token ids inside the vocabulary, before anything is
     compiled."""
-    train_files, val_files = find_shards(args.train_files), find_shards(args.val_files)
+    train_files, val_files = find_shards("train_files", args.train_files), find_shards("val_files", args.val_files)
     for path in train_files:
         read_shard_header(path)
     val_available = sum(read_shard_header(path) for path in val_files)

@@ -47,7 +47,7 @@ def test_shards_read_identically(tokenized):
 
 
 def test_train_loader_yields_document_aligned_sequences(tokenized):
-    files = train_gpt.find_shards(str(tokenized / "fineweb_train_*.bin"))
+    files = train_gpt.find_shards("train_files", str(tokenized / "fineweb_train_*.bin"))
     assert [Path(f).name for f in files][:2] == ["fineweb_train_000001.bin", "fineweb_train_000002.bin"]
     batches = train_gpt.train_batches(files, SEQ_LEN, 0, 1, torch.device("cpu"))
     for _ in range(20):
@@ -60,7 +60,7 @@ def test_train_loader_yields_document_aligned_sequences(tokenized):
 
 def test_val_tokens_are_the_start_of_the_val_shard(tokenized):
     val = str(tokenized / "fineweb_val_000000.bin")
-    tokens = train_gpt.load_val_tokens(train_gpt.find_shards(val), 4096, torch.device("cpu"))
+    tokens = train_gpt.load_val_tokens(train_gpt.find_shards("val_files", val), 4096, torch.device("cpu"))
     assert tokens[0].item() == EOT
     assert np.array_equal(tokens.numpy(), shards.read_tokens(val)[:4097].astype(np.int32))
 

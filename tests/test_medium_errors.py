@@ -69,8 +69,8 @@ def cases(folder: Path) -> dict:
     """name -> (arguments, extra environment, expected message: exact text, or a fragment after '~')."""
     good = [f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"]
     found = {
-        "missing files": (TINY + [f"--train_files={folder}/fineweb_*.bin", good[1]], {},
-                          f"no files match {folder}/fineweb_*.bin; download FineWeb with: "
+        "missing files": (TINY + [f"--train_files={folder}/fineweb10B/fineweb_*.bin", good[1]], {},
+                          f"--train_files={folder}/fineweb10B/fineweb_*.bin matches no files; download FineWeb with: "
                           "python data/cached_fineweb10B.py 35"),
         "too few val tokens": (TINY + good + ["--val_tokens=8192"], {},
                                "~hold 4000 tokens but --val_tokens=8192 needs 8193"),
@@ -96,7 +96,8 @@ def cases(folder: Path) -> dict:
                              "~--window_start=1024 is above --window_end=128"),
         "world size 0": (TINY + good, {"WORLD_SIZE": "0"}, "~world size 0 does not divide 8"),
         "folder as shards": (TINY + [f"--train_files={folder}/", good[1]], {},
-                             f"{folder}/ is a folder; the pattern names shard files, e.g. '{folder}/*_train_*.bin'"),
+                             f"--train_files={folder}/ matches a folder, {folder}/; the pattern names shard files, "
+                             f"e.g. '{folder}/*_train_*.bin'"),
         "custom pattern": (TINY + [f"--train_files={folder}/mine_*.bin", good[1]], {},
                            "~check the pattern (a glob of shard files"),
         "no-attention block": (TINY + good + ["--no_attention_layer=16"], {},

@@ -42,7 +42,7 @@ def shards(tmp_path_factory):
 
 
 def train_files(shards):
-    return train_gpt.find_shards(str(shards / "train_*.bin"))
+    return train_gpt.find_shards("train_files", str(shards / "train_*.bin"))
 
 
 def windows(files, seq_len, count):
@@ -55,24 +55,40 @@ def windows(files, seq_len, count):
     return result
 
 
-def test_find_shards_sorts_and_requires_a_match(shards, tmp_path):
+def test_find_shards_sorts_and_requires_a_match(shards, tmp_path, monkeypatch):
     assert [Path(f).name for f in train_files(shards)] == ["train_000001.bin", "train_000002.bin",
                                                            "train_000003.bin"]
     pattern = str(tmp_path / "fineweb10B" / "fineweb_train_*.bin")
     with pytest.raises(DataError) as error:
-        train_gpt.find_shards(pattern)
-    assert str(error.value) == f"no files match {pattern}; download FineWeb with: python data/cached_fineweb10B.py 9"
+        train_gpt.find_shards("train_files", pattern)
+    assert str(error.value) == (f"--train_files={pattern} matches no files; download FineWeb with: python "
+                                "data/cached_fineweb10B.py 9")
+    (tmp_path / "fineweb10B").mkdir()
+    (tmp_path / "fineweb10B" / "fineweb_val_000000.bin").write_bytes(b"")  # downloaded: the pattern is wrong
+    pattern = str(tmp_path / "fineweb10B" / "fineweb_trian_*.bin")
+    with pytest.raises(DataError) as error:
+        train_gpt.find_shards("train_files", pattern)
+    assert str(error.value) == (f"--train_files={pattern} matches no files; check the pattern (a glob of shard files, "
+                                "e.g. 'data/<name>/<name>_train_*.bin')")
     pattern = str(tmp_path / "mine" / "nothing_*.bin")
     with pytest.raises(DataError) as error:
-        train_gpt.find_shards(pattern)
-    assert str(error.value) == (f"no files match {pattern}; check the pattern (a glob of shard files, e.g. "
-                                "'data/<name>/<name>_train_*.bin')")
+        train_gpt.find_shards("val_files", pattern)
+    assert str(error.value) == (f"--val_files={pattern} matches no files; check the pattern (a glob of shard files, "
+                                "e.g. 'data/<name>/<name>_val_*.bin')")
+    monkeypatch.chdir(tmp_path)  # a relative pattern names the folder it was read from
+    with pytest.raises(DataError) as error:
+        train_gpt.find_shards("train_files", "data/fineweb10B/fineweb_train_*.bin")
+    assert str(error.value) == (f"--train_files=data/fineweb10B/fineweb_train_*.bin matches no files (a relative "
+                                f"pattern, read from {tmp_path}); download FineWeb with: python "
+                                "data/cached_fineweb10B.py 9")
 
 
 def test_a_folder_or_an_unreadable_file_among_the_shards_is_one_data_error(shards, tmp_path):
-    with pytest.raises(DataError) as error:
-        train_gpt.find_shards(str(shards) + "/")
-    assert str(error.value) == f"{shards}/ is a folder; the pattern names shard files, e.g. '{shards}/*_train_*.bin'"
+    for setting, split in [("train_files", "train"), ("val_files", "val")]:
+        with pytest.raises(DataError) as error:
+            train_gpt.find_shards(setting, str(shards) + "/")
+        assert str(error.value) == (f"--{setting}={shards}/ matches a folder, {shards}/; the pattern names shard "
+                                    f"files, e.g. '{shards}/*_{split}_*.bin'")
     broken = tmp_path / "broken_000001.bin"
     broken.symlink_to(tmp_path / "gone.bin")
     with pytest.raises(DataError) as error:
@@ -163,7 +179,7 @@ def test_ranks_split_exactly_what_one_process_reads_with_accumulation(shards, wo
 
 
 def test_val_tokens_are_the_first_tokens_of_the_val_files(shards):
-    files = train_gpt.find_shards(str(shards / "val_*.bin"))
+    files = train_gpt.find_shards("val_files", str(shards / "val_*.bin"))
     tokens = train_gpt.load_val_tokens(files, 1024, CPU)
     assert tokens.dtype == torch.int32 and tokens.numel() == 1025
     assert torch.equal(tokens, train_gpt.read_shard(files[0])[:1025].int())
@@ -334,7 +350,7 @@ def test_script_without_cuda_says_how_to_run_on_cpu(shards):
 def test_script_data_and_argument_errors_are_one_line(shards, tmp_path):
     missing = tmp_path / "fineweb_*.bin"
     result = run_script("--device=cpu", f"--train_files={missing}", "--check_only=true")
-    assert_one_error_line(result, f"no files match {missing}; download FineWeb with: "
+    assert_one_error_line(result, f"--train_files={missing} matches no files; download FineWeb with: "
                                   "python data/cached_fineweb10B.py 9")
     result = run_script("--device=cpu", "--num_layers=seven")
     assert_one_error_line(result, "--num_layers=seven is not an integer")
@@ -433,7 +449,7 @@ def test_val_tokens_run_on_into_the_next_file_and_stop_there(tmp_path, script):
     parts = [documents(rng, 600), documents(rng, 700), documents(rng, 50)]
     for i, tokens in enumerate(parts):
         write_shard(tmp_path / f"val_{i:06d}.bin", tokens)
-    tokens = script.load_val_tokens(script.find_shards(str(tmp_path / "val_*.bin")), 1_000, CPU)
+    tokens = script.load_val_tokens(script.find_shards("val_files", str(tmp_path / "val_*.bin")), 1_000, CPU)
     assert torch.equal(tokens, torch.from_numpy(np.concatenate(parts)[:1_001].astype(np.int32)))
 
 
