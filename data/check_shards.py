@@ -80,8 +80,12 @@ def is_train_shard(path: str) -> bool:
     return "_train_" in Path(path).name
 
 
+def counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def describe(path: str, stats: dict) -> str:
-    line = (f"{path}: {stats['tokens']:,} tokens, {stats['documents']:,} documents, "
+    line = (f"{path}: {counted(stats['tokens'], 'token')}, {counted(stats['documents'], 'document')}, "
             f"max token {stats['max_token']}")
     if stats["first_token"] != shards.EOT:
         line += ", starts mid-document"
@@ -109,8 +113,8 @@ def main(argv=None) -> int:
         total_tokens += stats["tokens"]
         total_documents += stats["documents"]
         print(describe(path, stats), flush=True)
-    print(f"total: {n_good} good shards, {total_tokens:,} tokens, {total_documents:,} documents; "
-          f"{len(problems)} problems")
+    print(f"total: {counted(n_good, 'good shard')}, {counted(total_tokens, 'token')}, "
+          f"{counted(total_documents, 'document')}; {counted(len(problems), 'problem')}")
     return 1 if problems else 0
 
 

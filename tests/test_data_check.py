@@ -68,7 +68,7 @@ def test_truncated_shard(good):
     assert code == 1
     assert err == [f"error: {path}: truncated: header promises 5 tokens (1034 bytes) but the "
                    f"file has 1033 bytes; {FIX}"]
-    assert out[-1] == "total: 1 good shards, 4 tokens, 2 documents; 1 problems"
+    assert out[-1] == "total: 1 good shard, 4 tokens, 2 documents; 1 problem"
 
 
 def test_shorter_than_header(tmp_path):
@@ -118,7 +118,7 @@ def test_a_folder_without_shards_is_named_as_a_folder(tmp_path):
     code, out, err = check(tmp_path)
     assert code == 1
     assert err == [f"error: {tmp_path}: the folder holds no .bin shard; check the path or download the data"]
-    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problems"]
+    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problem"]
 
 
 def test_a_missing_file_is_one_error_line(tmp_path):
@@ -126,7 +126,7 @@ def test_a_missing_file_is_one_error_line(tmp_path):
     code, out, err = check(path)
     assert code == 1
     assert err == [f"error: {path}: cannot read it (No such file or directory); check the path"]
-    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problems"]
+    assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problem"]
 
 
 def test_only_the_file_name_makes_a_train_shard(tmp_path):
