@@ -2278,7 +2278,7 @@ def main():
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
-    log.write(f"startup: settings and data checked, compile cache loaded, log opened at "
+    log.write(f"startup: settings and data checked{', compile cache loaded' if cache_note else ''}, log opened at "
               f"{time.perf_counter() - PROCESS_START:.1f}s")
     for note in setup_notes(args, world_size):
         log.write(note)
