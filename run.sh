@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 track=${TRACK:-short}
-if [ "${1:-}" = medium ] || [ "${1:-}" = short ]; then track=$1; shift; fi
+if [ $# -gt 0 ] && [[ $1 != -* ]]; then track=$1; shift; fi  # the scripts take only --name=value
 case $track in
     short) script=train_gpt.py ;;
     medium) script=train_gpt_medium.py ;;
