@@ -44,6 +44,7 @@ import difflib
 import importlib.util
 import json
 import math
+import os
 import platform
 import re
 import shlex
@@ -265,6 +266,13 @@ def launch_argv(command):
     return [sys.executable, "-m", "torch.distributed.run", *command[1:]]
 
 
+def launch_env(command):
+    """This environment, with one CPU thread a process for several processes unless it says otherwise: torchrun's
+    default, which it would announce in four lines of warning (run.sh does the same)."""
+    several = any(arg.startswith("--nproc_per_node=") and arg != "--nproc_per_node=1" for arg in command)
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} if several else None
+
+
 def cmd_extract(args):
     log = load_log(args.log)
     out = Path(args.output or default_script_name(log))
@@ -300,7 +308,7 @@ def cmd_rerun(args):
         write_script(log, out, args.force)
         print(shlex.join(command), flush=True)
         try:
-            return subprocess.run(command).returncode
+            return subprocess.run(command, env=launch_env(command)).returncode
         except KeyboardInterrupt:  # the child got the same Ctrl-C; subprocess.run has reaped it
             return 130
 
@@ -590,7 +598,10 @@ def main(argv=None):
         split = argv.index("--")
         argv, extra = argv[:split], argv[split + 1:]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = "; the script's settings go after --: rerun LOG -- --name=value" if args.command == "rerun" else ""
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if extra and args.command != "rerun":
         parser.error("arguments after -- are only accepted by rerun")
     args.extra = extra

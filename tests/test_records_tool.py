@@ -269,6 +269,29 @@ def test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun(tmp_p
     assert ranks == expected, result.stdout + result.stderr
 
 
+def test_rerun_of_several_processes_sets_torchruns_one_thread_quietly(tmp_path):
+    """torchrun gives each of several processes one CPU thread and announces it in a 4-line warning; rerun sets the
+    same default, as run.sh does, unless the environment names a count."""
+    script = RANK_SCRIPT + "open('threads.txt', 'w').write(os.environ['OMP_NUM_THREADS'])\n"
+    log = make_log(tmp_path / "run.txt", script, env=this_environment(), world_size=2)
+    for given, seen in [(None, "1"), ("3", "3")]:
+        env = {key: value for key, value in CHILD_ENV.items() if key != "OMP_NUM_THREADS"}
+        env.update({} if given is None else {"OMP_NUM_THREADS": given})
+        result = subprocess.run([sys.executable, str(TOOL), "rerun", str(log)], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "OMP_NUM_THREADS" not in result.stderr and (tmp_path / "threads.txt").read_text() == seen
+
+
+def test_rerun_names_the_double_dash_for_a_setting_given_before_it(tmp_path):
+    log = make_log(tmp_path / "run.txt")
+    result = tool("rerun", log, "--num_iterations=2", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].endswith("error: unrecognized arguments: --num_iterations=2; the script's "
+                                                   "settings go after --: rerun LOG -- --name=value")
+    result = tool("diff", log, log, "--nope", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1].endswith("unrecognized arguments: --nope")
+
 def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
     a = make_log(tmp_path / "a.txt", hparams={"lr": "0.05", "old_flag": "True"})
     b = make_log(tmp_path / "b.txt", FAKE_SCRIPT.replace("lr = 0.05", "lr = 0.04"),
