@@ -2016,10 +2016,10 @@ def end_log_with_errors(log: RunLog):
     ERROR_LOG = log
     console_hook = sys.excepthook
 
-    def hook(kind, error, traceback):
+    def hook(kind, error, trace):
         first_line = next(iter(str(error).strip().splitlines()), "")
         log.write(f"error: {kind.__name__}: {first_line}", console=False)
-        console_hook(kind, error, traceback)
+        console_hook(kind, error, trace)
 
     sys.excepthook = hook
 
