@@ -1864,6 +1864,11 @@ def compiling_seconds() -> float:
     return compiler_seconds().get("_compile.compile_inner", 0.0)
 
 
+def sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 class WarmupLaps:
     """How long each part of the warmup took, read on the host after the device's queued work, with the compiler's
     share: the rest of a cold first step is the compiled code's first run (inductor timing the launch
@@ -2113,11 +2118,6 @@ def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window
 def global_batch_tokens(args: Hyperparameters, world_size: int) -> int:
     """Training tokens per optimizer step, all ranks and micro-steps together."""
     return world_size * args.grad_accum_steps * args.train_seq_len
-
-
-def sync(device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def mark(device: torch.device):
