@@ -282,13 +282,20 @@ def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, m
                                 "writable folder")
 
 
+@pytest.fixture
+def a_file(tmp_path) -> Path:
+    """A file where a folder is expected, as the parent of a path the run would write."""
+    path = tmp_path / "notes.txt"
+    path.write_text("not a folder\n")
+    return path
+
+
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
-def test_a_compile_cache_the_warmup_could_not_write_is_one_error_before_the_run(script_name, tmp_path, monkeypatch):
+def test_a_compile_cache_the_warmup_could_not_write_is_one_error_before_the_run(script_name, a_file, tmp_path,
+                                                                                 monkeypatch):
     """The cache is written after the compile and the warmup: a folder that cannot take it (below a file, or without
     write access, even for a cache that exists and loads) is found before them. Root's access is faked."""
     script = __import__(script_name)
-    a_file = tmp_path / "notes.txt"
-    a_file.write_text("not a folder\n")
     with pytest.raises(script.SetupError) as error:
         script.check_settings(script.Hyperparameters(device="cpu", compile_cache=str(a_file / "cache.bin")), 1)
     assert str(error.value) == (f"--compile_cache={a_file / 'cache.bin'} cannot be written after the warmup ({a_file} "
@@ -309,12 +316,10 @@ def test_a_compile_cache_the_warmup_could_not_write_is_one_error_before_the_run(
 
 
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
-def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_name, tmp_path):
+def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_name, a_file, tmp_path):
     """Below a file, the start-up check names it; what it cannot foresee fails in open_log as one error too, not as
     a traceback from the log's first write."""
     script = __import__(script_name)
-    a_file = tmp_path / "notes.txt"
-    a_file.write_text("not a folder\n")
     with pytest.raises(script.SetupError) as error:
         script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 1)
     assert str(error.value) == (f"--logs_dir={a_file / 'logs'} cannot be written ({a_file} is a file); give a "
