@@ -1287,6 +1287,7 @@ class ShardedAdam(torch.optim.Optimizer):
 EOT_TOKEN = 50256
 BLOCK_SIZE = 128  # FlexAttention block; windows and sequence lengths are counted in these
 MAX_WINDOW = 2**24  # tokens: far past any sequence length, and its block count fits the masks' int32
+EVAL_HEAD_TOKENS = 32 * 1024  # validation's logits a chunk at a time: all 262,144 tokens' would be 26 GB of bf16
 
 
 def block_relations(docs: Tensor, window_blocks: Tensor) -> tuple[Tensor, Tensor]:
@@ -1539,9 +1540,10 @@ class GPT(nn.Module):
             return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0]
         if self.training:
             logits = fp8_mm(x, self.lm_head_w, *self.fp8_scales)[0]
-        else:
-            logits = F.linear(x, self.lm_head_w.bfloat16())
-        return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum" if self.training else "mean")
+            return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum")
+        w = self.lm_head_w.bfloat16()
+        chunks = zip(x.split(EVAL_HEAD_TOKENS), targets.to(torch.int64).split(EVAL_HEAD_TOKENS))
+        return sum(F.cross_entropy(softcap(F.linear(xc, w)), tc, reduction="sum") for xc, tc in chunks) / len(targets)
 
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""

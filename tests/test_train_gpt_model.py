@@ -333,13 +333,16 @@ def test_softcap_bounds_the_logits():
     torch.testing.assert_close(train_gpt.softcap(torch.zeros(3)), torch.full((3,), 15.0))
 
 
-def test_eval_head_loss_is_the_mean_cross_entropy_of_the_softcapped_bf16_logits():
+@pytest.mark.parametrize("chunk", [32 * 1024, 16, 5], ids=["one chunk", "even chunks", "a short last chunk"])
+def test_eval_head_loss_is_the_mean_cross_entropy_of_the_softcapped_bf16_logits(chunk, monkeypatch):
+    """Validation's logits are made a chunk of tokens at a time (262,144 tokens' would be 26 GB): the same mean."""
+    monkeypatch.setattr(train_gpt, "EVAL_HEAD_TOKENS", chunk)
     model = tiny_model()
     with torch.no_grad():
         model.lm_head_w.normal_(0, 10.0)
     model.eval()
-    x = F.rms_norm(torch.randn(16, 64), (64,)).bfloat16()
-    targets = torch.randint(0, 50257, (16,), dtype=torch.int32)
+    x = F.rms_norm(torch.randn(32, 64), (64,)).bfloat16()
+    targets = torch.randint(0, 50257, (32,), dtype=torch.int32)
     logits = (x @ model.lm_head_w.bfloat16().T).float()
     expected = F.cross_entropy(30 * torch.sigmoid(logits / 7.5), targets.long())
     torch.testing.assert_close(model.head_loss(x, targets), expected)
