@@ -1534,7 +1534,8 @@ class GPT(nn.Module):
 
     def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
         """Cross entropy of the softcapped logits 30 * sigmoid(z / 7.5) of the normed stream: summed over tokens with
-        the FP8 head in training (the fused kernels on the GPU), mean with the bf16 head in eval."""
+        the FP8 head in training (the fused kernels on the GPU), mean with the bf16 head in eval (EVAL_HEAD_TOKENS
+        at a time)."""
         x = rms_norm(x).flatten(0, -2)
         if self.training and x.is_cuda:
             return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0]
