@@ -1,10 +1,23 @@
 """Stand-ins for a model and optimizers that record what a training step hands them, and the check of a track's
-train_step built on them (both tracks' tests)."""
+train_step built on them (both tracks' tests); stand-in shard tokens."""
 
 import itertools
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from shards import EOT  # noqa: E402
+
+
+def documents(n: int) -> np.ndarray:
+    """n random GPT-2 token ids in documents of 300 tokens (an end of text at 0, 300, 600, ...), the same every call."""
+    tokens = np.random.default_rng(0).integers(0, 50000, n)
+    tokens[::300] = EOT
+    return tokens
 
 
 class ScheduleRecorder(torch.optim.Optimizer):

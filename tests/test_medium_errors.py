@@ -18,6 +18,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import shards  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
+from stand_ins import documents  # noqa: E402
 
 TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
         "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2"]
@@ -30,12 +31,6 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
               "weight decay past zero"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
-
-
-def documents(n: int) -> np.ndarray:
-    tokens = np.random.default_rng(0).integers(0, 50000, n)
-    tokens[::300] = shards.EOT
-    return tokens
 
 
 def write_raw(path: Path, header_values, payload_bytes: int) -> Path:

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 from torch.autograd.profiler_util import FunctionEvent
@@ -29,7 +28,8 @@ import train_gpt_medium  # noqa: E402
 from train_gpt import SetupError  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "data"))
-from shards import EOT, write_shard  # noqa: E402
+from shards import write_shard  # noqa: E402
+from stand_ins import documents  # noqa: E402
 
 COMPILE_AND_COUNT = """
 import importlib, sys, torch
@@ -124,7 +124,6 @@ def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
     assert train_gpt.save_compile_cache("") is None
 
 
-
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_cache_the_warmup_cannot_write_is_a_note_and_the_run_goes_on(script, tmp_path, monkeypatch):
     """What the start-up check cannot foresee (a full disk, a folder that became a file): no partial file is left,
@@ -140,6 +139,7 @@ def test_a_cache_the_warmup_cannot_write_is_a_note_and_the_run_goes_on(script, t
     assert sorted(f.name for f in tmp_path.iterdir()) == ["notes.txt", "taken.bin"]  # no partial file
     assert script.save_compile_cache(str(tmp_path / "new" / "cache.bin")).startswith("compile cache: 0.0 MiB written")
     assert (tmp_path / "new" / "cache.bin").read_bytes() == b"artifacts"
+
 
 def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capfd):
     path = tmp_path / "artifacts.bin"
@@ -644,8 +644,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_a_run_out_of_gpu_memory_stops_with_the_one_line_and_no_traceback(script, tmp_path):
     """The script as a user runs it, its first backward out of memory (a CPU run cannot be, so torch's error is
     raised in its place): the console's only error output and the log's last line are the one line, exit code 2."""
-    tokens = np.random.default_rng(0).integers(0, 50_000, 60_000)
-    tokens[::300] = EOT
+    tokens = documents(60_000)
     write_shard(tmp_path / "t_train_000001.bin", tokens)
     write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
