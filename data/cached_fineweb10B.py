@@ -4,11 +4,12 @@
     python data/cached_fineweb10B.py 8      # val shard + the first 8 train shards
 
 Files land in data/<dataset>/ next to this script (--dir overrides). Files already
-present and valid are skipped; each download goes to a staging folder first
-(data/<dataset>/.partial/, where huggingface_hub resumes interrupted transfers) and
-is moved under its final name only after its header and size check out. Every
-failure ends in one "error: ..." line on stderr and exit code 1 (malformed arguments:
-argparse's usage line and exit code 2).
+present and valid are skipped, so a rerun fetches only the missing ones; each download
+goes to a staging folder first (data/<dataset>/.partial/) and is moved under its final
+name only after its header and size check out. A file cut off midway starts over on the
+next run (huggingface_hub releases before mid-2026 resumed it from the staging folder).
+HF_ENDPOINT points the download at a Hub mirror. Every failure ends in one "error: ..."
+line on stderr and exit code 1 (malformed arguments: argparse's usage line and exit code 2).
 """
 
 import argparse
@@ -34,60 +35,98 @@ DATASETS = {
 }
 DATA_DIR = Path(__file__).resolve().parent
 STAGING_DIRNAME = ".partial"
+HUB_CONNECT_TIMEOUT = 10  # seconds
 
 
 class DownloadError(Exception):
     """A failure explained in one line: what went wrong and how to fix it."""
 
 
+def hub_endpoint() -> str:
+    """The Hub's address: HF_ENDPOINT where set (a mirror), else huggingface.co (huggingface_hub's own rule)."""
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def hub_name() -> str:
+    """The Hub as an error line names it: the mirror's address where HF_ENDPOINT is set."""
+    return f"HF_ENDPOINT {hub_endpoint()}" if "HF_ENDPOINT" in os.environ else "the Hugging Face Hub"
+
+
 def download_file(repo_id: str, filename: str, dest_dir: Path) -> Path:
     """Download one file of a Hugging Face dataset repo into dest_dir and return its path.
 
-    huggingface_hub keeps the partial transfer under dest_dir/.cache and resumes it on
-    the next call. Tests replace this function with a local stand-in.
+    huggingface_hub keeps its lock and metadata files under dest_dir/.cache. Tests replace this function with a
+    local stand-in, or point HF_ENDPOINT at a local stand-in of the Hub.
     """
-    resolve_hub_host()
+    endpoint = hub_endpoint()
+    connect_to_hub(endpoint)
     from huggingface_hub import hf_hub_download
-    return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=dest_dir))
+    return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=dest_dir, endpoint=endpoint))
 
 
-def resolve_hub_host():
-    """Resolve the Hub's host name (socket.gaierror where that fails): offline, huggingface_hub retried five times
-    (23 s, 11 lines) before failing. Skipped behind an HTTP(S) proxy, which resolves names itself, in
+def connect_to_hub(endpoint: str):
+    """Open and close one connection to the Hub's host (socket.gaierror where its name does not resolve,
+    ConnectionError or TimeoutError where it cannot be reached): offline or refused, huggingface_hub retried five
+    times (23 s, 11 lines) before failing. Skipped behind an HTTP(S) proxy, which resolves and connects itself, in
     huggingface_hub's offline mode, and for an HF_ENDPOINT without a host."""
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+    url = urlparse(endpoint)
     proxied = any(scheme in getproxies() for scheme in ("https", "http", "all"))
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")  # the Hub's own rule
-    if host and not proxied and (offline or "").upper() not in ("1", "ON", "YES", "TRUE"):
-        socket.getaddrinfo(host, 443)
+    if url.hostname and not proxied and (offline or "").upper() not in ("1", "ON", "YES", "TRUE"):
+        port = url.port or (80 if url.scheme == "http" else 443)
+        socket.create_connection((url.hostname, port), timeout=HUB_CONNECT_TIMEOUT).close()
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status a server answered with, from the errors chained under exc (huggingface_hub raises
+    LocalEntryNotFoundError from the HEAD request's error); None where no server answered."""
+    while exc is not None:
+        response = getattr(exc, "response", None)
+        if getattr(response, "status_code", None) is not None:
+            return response.status_code
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name where it has none)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def explain_download_failure(exc: Exception, repo_id: str, filename: str, out_dir: Path) -> str:
     """Turn an exception raised by download_file into one line naming the cause and the fix."""
-    detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    detail = first_line(exc)
+    hub, rerun = hub_name(), "rerun, finished files are kept"
     if isinstance(exc, ImportError):
         return f"huggingface_hub is not installed ({detail}); pip install huggingface_hub"
     if isinstance(exc, socket.gaierror):
-        return (f"cannot resolve the Hugging Face Hub's host ({detail}) to download {filename} (no network?); "
-                f"check your connection (or HF_ENDPOINT) and rerun, finished files are kept")
+        return (f"cannot resolve the host of {hub} ({detail}) to download {filename} (no network?); "
+                f"check your connection (or HF_ENDPOINT) and {rerun}")
+    if isinstance(exc, (ConnectionError, TimeoutError)):  # connect_to_hub's
+        return (f"cannot connect to {hub} ({exc.strerror or detail}) to download {filename}; "
+                f"check your connection (or HF_ENDPOINT) and {rerun}")
     from huggingface_hub import errors as hf_errors
-    if isinstance(exc, hf_errors.LocalEntryNotFoundError):
-        return (f"cannot reach the Hugging Face Hub to download {filename} (no network?); "
-                f"check your connection (or HF_ENDPOINT) and rerun, finished files are kept")
+    if isinstance(exc, hf_errors.LocalEntryNotFoundError):  # raised from the failed HEAD request's error
+        status, cause = http_status(exc), exc.__cause__
+        if status is None:
+            reason = f"{type(cause).__name__}: {first_line(cause)}" if cause else "no network?"
+            return (f"cannot reach {hub} to download {filename} ({reason}); "
+                    f"check your connection (or HF_ENDPOINT) and {rerun}")
+        fix = "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one" if "HF_ENDPOINT" in os.environ else (
+            "rerun later, finished files are kept")
+        return f"{hub} answered HTTP {status} for {filename} from {repo_id}; {fix}"
     if isinstance(exc, hf_errors.EntryNotFoundError):
         return (f"{filename} is missing from the dataset repo {repo_id}; "
                 f"check N and --dataset (see --help for the shard counts)")
     if isinstance(exc, hf_errors.RepositoryNotFoundError):
-        return (f"dataset repo {repo_id} not found on the Hugging Face Hub (or it is private or "
+        return (f"dataset repo {repo_id} not found on {hub} (or it is private or "
                 f"gated); check --dataset, or run `hf auth login` if it needs access")
     if isinstance(exc, hf_errors.HfHubHTTPError):
-        return (f"the Hugging Face Hub refused {filename} from {repo_id} ({detail}); "
-                f"rerun later to resume")
+        return f"{hub} refused {filename} from {repo_id} ({detail}); rerun later, finished files are kept"
     if isinstance(exc, OSError) and (exc.errno is not None or exc.filename is not None):  # a file's, not requests'
         return (f"cannot write {filename} into {out_dir} ({exc.strerror or detail}); free disk "
-                f"space (a shard is ~200 MB) or pick another --dir, then rerun to resume")
-    return (f"downloading {filename} from {repo_id} failed ({type(exc).__name__}: {detail}); "
-            f"rerun to resume")
+                f"space (a shard is ~200 MB) or pick another --dir, then {rerun}")
+    return f"downloading {filename} from {repo_id} failed ({type(exc).__name__}: {detail}); {rerun}"
 
 
 def shard_filenames(prefix: str, n_train: int) -> list:
@@ -120,6 +159,11 @@ def fetch_shard(repo_id: str, filename: str, out_dir: Path, staging_dir: Path) -
         raise DownloadError(f"downloaded {filename} is invalid and was deleted: {e}") from None
     os.replace(staged, out_dir / filename)
     return n_tokens
+
+
+def holds_partial_transfer(staging_dir: Path) -> bool:
+    """Whether a failed run's staging folder holds part of a file (an older huggingface_hub resumes it)."""
+    return any(path.stat().st_size for path in staging_dir.rglob("*.incomplete"))
 
 
 def parse_args(argv):
@@ -166,8 +210,9 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
                     already_present += 1
                 total_tokens += n_tokens
     except BaseException:
-        with contextlib.suppress(OSError):  # empty folders go (staging, and out_dir if made here); partial files stay
-            staging_dir.rmdir()
+        if not holds_partial_transfer(staging_dir):  # only huggingface_hub's lock and metadata files
+            shutil.rmtree(staging_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # out_dir goes too if it was made here and is empty
             if made_out_dir:
                 out_dir.rmdir()
         raise

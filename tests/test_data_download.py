@@ -1,9 +1,13 @@
-"""Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline)."""
+"""Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline): download_file stood in
+for, or the real one against a local HTTP stand-in of the Hub's file route."""
 
+import hashlib
+import http.server
 import os
 import shutil
 import socket
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -51,6 +55,88 @@ def fake_download(hub, monkeypatch):
 
     monkeypatch.setattr(downloader, "download_file", copy_from_hub)
     return fetched
+
+
+@pytest.fixture(autouse=True)
+def default_hub(monkeypatch):
+    """The Hugging Face Hub itself, whatever HF_ENDPOINT the machine running the tests sets."""
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+
+
+class HubRoute(http.server.BaseHTTPRequestHandler):
+    """The Hub's file route, /datasets/<owner>/<name>/resolve/<revision>/<file>, served from the server's folder of
+    repos: HEAD and GET with the headers huggingface_hub reads (X-Repo-Commit, ETag, Content-Length); a missing
+    repo or file answers with the Hub's X-Error-Code. The server's `answer` makes it another kind of server:
+    "no commit" (the files at the Hub's paths, without the Hub's headers) or "404" (a web server that has none)."""
+
+    def do_HEAD(self):
+        self.answer()
+
+    def do_GET(self):
+        body = self.answer()
+        if body is not None:
+            self.wfile.write(body)
+
+    def answer(self):
+        """Send the status and headers for the requested path; the file's bytes where they follow."""
+        self.server.requests.append((self.command, self.path))
+        parts = self.path.split("/")
+        repo = self.server.repos / "/".join(parts[2:4])
+        file = repo / "/".join(parts[6:])
+        if self.server.answer == "404" or len(parts) < 7 or parts[1] != "datasets" or parts[4] != "resolve":
+            return self.send_bare(404, {})
+        if not repo.is_dir():
+            return self.send_bare(401, {"X-Error-Code": "RepoNotFound"})
+        if not file.is_file():
+            return self.send_bare(404, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": "0" * 40})
+        body = file.read_bytes()
+        hub_headers = {"X-Repo-Commit": "0" * 40, "ETag": f'"{hashlib.sha256(body).hexdigest()}"'}
+        self.send_response(200)
+        for name, value in (hub_headers if self.server.answer == "hub" else {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return body
+
+    def send_bare(self, status: int, headers: dict):
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        """Quiet: the tests read the server's requests list instead."""
+
+
+@pytest.fixture
+def direct_network(monkeypatch):
+    """No proxy and not huggingface_hub's offline mode, whatever the machine running the tests sets."""
+    for name in ("https_proxy", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+
+
+@pytest.fixture
+def hub_server(hub, direct_network, monkeypatch):
+    """The fake hub's repos served by HubRoute on a local port, HF_ENDPOINT pointing at it; the server object has
+    `requests` (method, path) and `answer` ("hub" unless a test changes it)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HubRoute)
+    server.repos, server.requests, server.answer = hub.parent.parent, [], "hub"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def file_requests(server) -> list:
+    """The server's requests on the file route, as (method, file name)."""
+    return [(method, path.rsplit("/", 1)[1]) for method, path in server.requests if "/resolve/" in path]
 
 
 def run(capsys, *argv):
@@ -141,7 +227,7 @@ def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
     # huggingface_hub before 1.0 raised requests' errors, OSErrors without an errno: not the disk's fault
     (type("ConnectionError", (OSError,), {})("Connection aborted."),
      "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 failed (ConnectionError: Connection "
-     "aborted.); rerun to resume"),
+     "aborted.); rerun, finished files are kept"),
     (RepositoryNotFoundError("404 Client Error. Repository Not Found", response=HTTP_RESPONSE),
      "error: dataset repo kjj0/fineweb10B-gpt2 not found on the Hugging Face Hub"),
     (HfHubHTTPError("503 Server Error: Service Unavailable", response=HTTP_RESPONSE),
@@ -192,16 +278,6 @@ def test_an_os_error_that_names_a_file_names_that_file(tmp_path, monkeypatch, ca
                    f"and permissions of {tmp_path / 'd'}, then rerun to resume"]
 
 
-@pytest.fixture
-def direct_network(monkeypatch):
-    """No proxy and not huggingface_hub's offline mode, whatever the machine running the tests sets."""
-    for name in ("https_proxy", "http_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-
-
 @pytest.mark.parametrize("offline", [None, "0", "false"])  # the Hub reads only 1 / on / yes / true as offline
 def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path, monkeypatch, capsys,
                                                                       direct_network, offline):
@@ -220,9 +296,9 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
         monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == ["hub.example.org"] and hub_calls == []
-    assert err[-1] == ("error: cannot resolve the Hugging Face Hub's host ([Errno -2] Name or service not known) to "
-                       "download fineweb_val_000000.bin (no network?); check your connection (or HF_ENDPOINT) and "
-                       "rerun, finished files are kept")
+    assert err[-1] == ("error: cannot resolve the host of HF_ENDPOINT https://hub.example.org ([Errno -2] Name or "
+                       "service not known) to download fineweb_val_000000.bin (no network?); check your connection "
+                       "(or HF_ENDPOINT) and rerun, finished files are kept")
 
 
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
@@ -245,7 +321,8 @@ def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a
     monkeypatch.setenv(*setting)
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == [] and hub_calls == ["fineweb_val_000000.bin"]
-    assert err[-1].startswith("error: cannot reach the Hugging Face Hub to download fineweb_val_000000.bin")
+    hub = "HF_ENDPOINT hub-without-scheme" if setting[0] == "HF_ENDPOINT" else "the Hugging Face Hub"
+    assert err[-1].startswith(f"error: cannot reach {hub} to download fineweb_val_000000.bin (no network?)")
 
 
 @pytest.mark.parametrize("n", ["104", "-1"])
@@ -291,3 +368,77 @@ def test_an_invalid_file_found_in_place_is_deleted(tmp_path, capsys):
 
 def test_default_dir_is_next_to_the_script():
     assert downloader.DATA_DIR == Path(__file__).resolve().parents[1] / "data"
+
+
+def test_the_real_download_fetches_each_shard_from_a_stand_in_of_the_hub(tmp_path, hub, hub_server, capsys):
+    out_dir = tmp_path / "fineweb10B"
+    code, out, err = run(capsys, "2", "--dir", str(out_dir))
+    assert code == 0, err
+    names = downloader.shard_filenames("fineweb", 2)
+    assert file_requests(hub_server) == [(method, name) for name in names for method in ("HEAD", "GET")]
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(names)  # the staging folder and its .cache gone
+    assert all((out_dir / name).read_bytes() == (hub / name).read_bytes() for name in names)
+    assert out[-1] == f"3 files, {sum(len(shard_tokens(i)) for i in range(3))} tokens in {out_dir}/ " \
+                      f"(3 downloaded, 0 already present)"
+
+
+def test_the_hubs_answers_for_a_missing_shard_or_repo_are_one_line_each(tmp_path, hub_server, capsys):
+    code, out, err = run(capsys, "4", "--dir", str(tmp_path / "d"))  # the stand-in holds 3 train shards
+    assert code == 1 and (tmp_path / "d" / "fineweb_train_000003.bin").is_file()
+    assert err[-1] == ("error: fineweb_train_000004.bin is missing from the dataset repo kjj0/fineweb10B-gpt2; "
+                       "check N and --dataset (see --help for the shard counts)")
+    code, out, err = run(capsys, "1", "--dataset", "fineweb10B-edu", "--dir", str(tmp_path / "edu"))
+    assert code == 1 and not (tmp_path / "edu").exists()
+    assert err[-1] == (f"error: dataset repo kjj0/finewebedu10B-gpt2 not found on HF_ENDPOINT "
+                       f"{os.environ['HF_ENDPOINT']} (or it is private or gated); check --dataset, or run "
+                       f"`hf auth login` if it needs access")
+    assert sum(line.startswith("error:") for line in err) == 1
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("404", "error: HF_ENDPOINT {endpoint} answered HTTP 404 for fineweb_val_000000.bin from kjj0/fineweb10B-gpt2; "
+            "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one"),
+    ("no commit", "error: cannot reach HF_ENDPOINT {endpoint} to download fineweb_val_000000.bin (FileMetadataError: "
+                  "Response from {endpoint}/datasets/kjj0/fineweb10B-gpt2/resolve/main/fineweb_val_000000.bin is "
+                  "missing the 'X-Repo-Commit' header"),
+])
+def test_an_hf_endpoint_that_is_not_a_hub_is_one_line_and_leaves_no_folder(tmp_path, hub_server, capsys, answer,
+                                                                          expected):
+    hub_server.answer = answer
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1 and out == []
+    assert err[-1].startswith(expected.format(endpoint=os.environ["HF_ENDPOINT"]))
+    assert sum(line.startswith("error:") for line in err) == 1
+    assert not (tmp_path / "d").exists()  # huggingface_hub's lock files went with the staging folder
+
+
+def test_an_hf_endpoint_that_refuses_connections_is_one_line_without_the_hubs_retries(tmp_path, direct_network,
+                                                                                     monkeypatch, capsys):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1
+    assert err[-1] == (f"error: cannot connect to HF_ENDPOINT {endpoint} (Connection refused) to download "
+                       f"fineweb_val_000000.bin; check your connection (or HF_ENDPOINT) and rerun, finished files "
+                       f"are kept")
+    assert not any("Retrying" in line for line in err) and not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("partial_bytes", [b"", b"part of a shard"])
+def test_a_failed_run_keeps_the_staging_folder_only_with_part_of_a_file_in_it(tmp_path, monkeypatch, capsys,
+                                                                            partial_bytes):
+    """huggingface_hub releases before mid-2026 resume a file from its .incomplete part; later ones leave only lock
+    and metadata files behind (and an .incomplete file only where a run was killed)."""
+    def fail_midway(repo_id, filename, dest_dir):
+        downloads = dest_dir / ".cache" / "huggingface" / "download"
+        downloads.mkdir(parents=True)
+        (downloads / f"{filename}.lock").touch()
+        (downloads / f"{filename}.etag.incomplete").write_bytes(partial_bytes)
+        raise RuntimeError("connection lost")
+
+    monkeypatch.setattr(downloader, "download_file", fail_midway)
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert code == 1 and err[-1].endswith("(RuntimeError: connection lost); rerun, finished files are kept")
+    assert (tmp_path / "d" / ".partial").exists() == bool(partial_bytes)
