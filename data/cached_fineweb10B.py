@@ -25,7 +25,7 @@ from urllib.request import getproxies
 from tqdm import tqdm
 
 import shards
-from cli import display_dir, finish
+from cli import counted, display_dir, finish
 
 # Pre-tokenized GPT-2 shards as published by the speedrun community on the Hugging Face Hub.
 DATASETS = {
@@ -217,7 +217,7 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
                 out_dir.rmdir()
         raise
     shutil.rmtree(staging_dir, ignore_errors=True)
-    return (f"{len(filenames)} files, {total_tokens:,} tokens in {display_dir(out_dir)} "
+    return (f"{counted(len(filenames), 'file')}, {counted(total_tokens, 'token')} in {display_dir(out_dir)} "
             f"({downloaded} downloaded, {already_present} already present)")
 
 

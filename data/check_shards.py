@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import shards
+from cli import counted
 
 GPT2_VOCAB_SIZE = 50257
 FIX = "re-download or re-tokenize it"
@@ -78,10 +79,6 @@ def check(path: str) -> tuple:
 
 def is_train_shard(path: str) -> bool:
     return "_train_" in Path(path).name
-
-
-def counted(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def describe(path: str, stats: dict) -> str:

@@ -1,10 +1,15 @@
-"""What the data tools' command lines share: how a summary names a folder, and how a failure ends them (one
+"""What the data tools' command lines share: how a summary counts and names a folder, and how a failure ends them (one
 "error: ..." line on stderr, exit code 1; never a traceback). Malformed arguments are argparse's (exit code 2)."""
 
 import os
 import sys
 from pathlib import Path
 from typing import Callable
+
+
+def counted(n: int, noun: str) -> str:
+    """n with thousands separators and noun, plural unless n is 1."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def display_dir(path: Path) -> str:

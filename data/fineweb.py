@@ -31,7 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 import shards
-from cli import display_dir, finish
+from cli import counted, display_dir, finish
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
@@ -303,7 +303,7 @@ def run(args, out_dir: Path) -> str:
     if n_shards == 1:
         print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
               f"shard; lower --shard_size to get some", file=sys.stderr)
-    return (f"{n_documents:,} documents, {n_tokens:,} tokens -> {n_shards} shards "
+    return (f"{counted(n_documents, 'document')}, {counted(n_tokens, 'token')} -> {counted(n_shards, 'shard')} "
             f"(1 val + {n_shards - 1} train) in {display_dir(out_dir)}")
 
 

@@ -338,7 +338,7 @@ def test_n_zero_fetches_the_val_shard_only(tmp_path, fake_download, capsys):
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "d"))
     assert code == 0, err
     assert fake_download == ["fineweb_val_000000.bin"]
-    assert out[-1] == f"1 files, 3 tokens in {tmp_path / 'd'}/ (1 downloaded, 0 already present)"
+    assert out[-1] == f"1 file, 3 tokens in {tmp_path / 'd'}/ (1 downloaded, 0 already present)"
 
 
 def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_path, fake_download, capsys,
@@ -346,14 +346,14 @@ def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_p
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "data" / "d"))
     assert code == 0, err
-    assert out[-1] == f"1 files, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
+    assert out[-1] == f"1 file, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # below it too, despite the name
     assert code == 0, err
-    assert out[-1] == f"1 files, 3 tokens in ..data{os.sep} (1 downloaded, 0 already present)"
+    assert out[-1] == f"1 file, 3 tokens in ..data{os.sep} (1 downloaded, 0 already present)"
     monkeypatch.chdir(tmp_path / "data")
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # outside it: the full path
     assert code == 0, err
-    assert out[-1] == f"1 files, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
+    assert out[-1] == f"1 file, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
 
 
 def test_an_invalid_file_found_in_place_is_deleted(tmp_path, capsys):
