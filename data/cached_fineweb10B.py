@@ -13,7 +13,6 @@ line on stderr and exit code 1 (malformed arguments: argparse's usage line and e
 """
 
 import argparse
-import contextlib
 import os
 import shutil
 import socket
@@ -25,7 +24,7 @@ from urllib.request import getproxies
 from tqdm import tqdm
 
 import shards
-from cli import counted, display_dir, finish
+from cli import counted, display_dir, finish, removed_if_left_empty
 
 # Pre-tokenized GPT-2 shards as published by the speedrun community on the Hugging Face Hub.
 DATASETS = {
@@ -191,31 +190,27 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
         raise DownloadError(f"N={n_train} is out of range: {dataset} has {spec['train_shards']} "
                             f"train shards; pick N between 0 and {spec['train_shards']}")
     staging_dir = out_dir / STAGING_DIRNAME
-    made_out_dir = not out_dir.exists()
-    try:
-        staging_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DownloadError(f"cannot create {staging_dir} ({e.strerror}); "
-                            f"pick a writable --dir") from None
     filenames = shard_filenames(spec["prefix"], n_train)
     total_tokens = downloaded = already_present = 0
-    try:
-        with tqdm(filenames, desc=f"{dataset} shards", unit="file") as progress:  # closes on errors
-            for filename in progress:
-                n_tokens = present_token_count(out_dir / filename)
-                if n_tokens is None:
-                    n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
-                    downloaded += 1
-                else:
-                    already_present += 1
-                total_tokens += n_tokens
-    except BaseException:
-        if not holds_partial_transfer(staging_dir):  # only huggingface_hub's lock and metadata files
-            shutil.rmtree(staging_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):  # out_dir goes too if it was made here and is empty
-            if made_out_dir:
-                out_dir.rmdir()
-        raise
+    with removed_if_left_empty(out_dir):
+        try:
+            staging_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DownloadError(f"cannot create {staging_dir} ({e.strerror}); pick a writable --dir") from None
+        try:
+            with tqdm(filenames, desc=f"{dataset} shards", unit="file") as progress:  # closes on errors
+                for filename in progress:
+                    n_tokens = present_token_count(out_dir / filename)
+                    if n_tokens is None:
+                        n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
+                        downloaded += 1
+                    else:
+                        already_present += 1
+                    total_tokens += n_tokens
+        except BaseException:
+            if not holds_partial_transfer(staging_dir):  # only huggingface_hub's lock and metadata files
+                shutil.rmtree(staging_dir, ignore_errors=True)
+            raise
     shutil.rmtree(staging_dir, ignore_errors=True)
     return (f"{counted(len(filenames), 'file')}, {counted(total_tokens, 'token')} in {display_dir(out_dir)} "
             f"({downloaded} downloaded, {already_present} already present)")
@@ -225,7 +220,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     out_dir = args.dir if args.dir is not None else DATA_DIR / args.dataset
     return finish(lambda: download(args.dataset, args.n_train, out_dir), DownloadError, out_dir,
-                  f"permissions of {out_dir}, then rerun to resume")
+                  f"permissions of {out_dir}, then rerun to resume", "rerun to resume, finished files are kept")
 
 
 if __name__ == "__main__":

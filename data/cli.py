@@ -1,10 +1,27 @@
-"""What the data tools' command lines share: how a summary counts and names a folder, and how a failure ends them (one
-"error: ..." line on stderr, exit code 1; never a traceback). Malformed arguments are argparse's (exit code 2)."""
+"""What the data tools' command lines share: how a summary counts and names a folder, and how a run ends (its
+summary, or one "error: ..." line on stderr with exit code 1, or 128 + the signal where Ctrl-C or SIGTERM stopped
+it; never a traceback). Malformed arguments are argparse's (exit code 2)."""
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C, and what kill, timeout and job schedulers send
+
+
+class Stopped(BaseException):
+    """A stop signal, raised in the main thread so that every cleanup (finally, except BaseException) runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_stopped(signum, frame):
+    raise Stopped(signum)
 
 
 def counted(n: int, noun: str) -> str:
@@ -19,9 +36,24 @@ def display_dir(path: Path) -> str:
     return (str(path) if outside else rel) + os.sep
 
 
-def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fix: str) -> int:
+@contextlib.contextmanager
+def removed_if_left_empty(folder: Path):
+    """On any failure inside the block, remove folder where it did not exist before and is empty now."""
+    made = not folder.exists()
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fix: str, after_stop: str) -> int:
     """Run work and print the summary it returns (exit code 0). Its own errors (explained) already say the cause
-    and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix."""
+    and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix; a stop signal says what
+    after_stop says is left."""
+    handlers = {signum: signal.signal(signum, raise_stopped) for signum in STOP_SIGNALS}
     try:
         summary = work()
     except explained as e:
@@ -31,5 +63,11 @@ def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fi
         print(f"error: {e.filename or out_dir}: {e.strerror or e}; check free disk space and {disk_fix}",
               file=sys.stderr)
         return 1
+    except Stopped as e:
+        print(f"error: stopped by {signal.Signals(e.signum).name}; {after_stop}", file=sys.stderr)
+        return 128 + e.signum
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     print(summary)
     return 0

@@ -4,7 +4,7 @@
     python data/fineweb.py --hf HuggingFaceFW/fineweb --hf_name sample-10BT --out data/fineweb10B
     # your own corpus: .jsonl files (one {"text": ...} per line), .txt files (one
     # document per file), or folders of them (read recursively, in sorted path order):
-    python data/fineweb.py my_corpus/ --name mycorpus --shard_size 10000000
+    python data/fineweb.py my_corpus/ --name mycorpus --shard_size 20000000
 
 Every document becomes [50256 (EOT)] + its GPT-2 tokens (encode_ordinary), in input
 order. Each shard is filled to exactly --shard_size tokens, so a document MAY be
@@ -21,22 +21,24 @@ import glob
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
-from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 import shards
-from cli import counted, display_dir, finish
+from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empty
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
-BATCHES_PER_WORKER = 64  # documents handed to the pool at once = workers * chunksize * this
+BATCHES_PER_WORKER = 64  # documents handed to the workers at once = workers * chunksize * this
 MAX_SHARD_TOKENS = 2**31 - 1  # the header's token count is an int32
+TRACK_VAL_TOKENS = 10_485_760 + 1  # both tracks' default --val_tokens, and the target of the last input token
 
 _encoder = None  # the tiktoken GPT-2 encoding of this process, set by load_encoder
 
@@ -46,10 +48,20 @@ class InputError(Exception):
 
 
 def load_encoder():
-    """Load tiktoken's GPT-2 encoding into this process (also the Pool initializer)."""
+    """Load tiktoken's GPT-2 encoding into this process."""
     global _encoder
     import tiktoken
     _encoder = tiktoken.get_encoding("gpt2")
+
+
+def start_worker():
+    """Each tokenizer process's initializer: Ctrl-C and SIGTERM reach the whole process group, and only the main
+    process acts on them: it cancels the queued work, and the workers end once their current documents are done. A
+    worker that a signal ended died with a traceback, or mid-message, which hung the pool's shutdown. Then the
+    encoder."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    load_encoder()
 
 
 def encode_document(text: str) -> np.ndarray:
@@ -209,8 +221,8 @@ def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
               f"fineweb.py writes there", file=sys.stderr)
     existing = existing_shards(out_dir, name)
     if existing and not overwrite:
-        raise InputError(f"{out_dir} already holds {len(existing)} {name} shards; "
-                         f"delete them or pass --overwrite")
+        raise InputError(f"{out_dir} already holds {counted(len(existing), f'{name} shard')}; "
+                         f"delete {'it' if len(existing) == 1 else 'them'} or pass --overwrite")
 
 
 def publish_shards(staged: list, out_dir: Path, name: str) -> list:
@@ -226,16 +238,19 @@ def publish_shards(staged: list, out_dir: Path, name: str) -> list:
 
 
 def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tuple:
-    """Encode documents in a process pool, in order, into writer; return (documents, tokens)."""
+    """Encode documents in worker processes, in order, into writer; return (documents, tokens)."""
     n_documents = n_tokens = 0
-    with Pool(workers, initializer=load_encoder) as pool, \
-            tqdm(desc=f"tokenizing into {writer.name} shards", unit="tok", unit_scale=True) as progress:
-        for batch in batched(documents, workers * chunksize * BATCHES_PER_WORKER):
-            for tokens in pool.imap(encode_document, batch, chunksize=chunksize):
-                writer.add(tokens)
-                n_documents += 1
-                n_tokens += tokens.size
-                progress.update(tokens.size)
+    encoders = ProcessPoolExecutor(workers, initializer=start_worker)
+    try:
+        with tqdm(desc=f"tokenizing into {writer.name} shards", unit="tok", unit_scale=True) as progress:
+            for batch in batched(documents, workers * chunksize * BATCHES_PER_WORKER):
+                for tokens in encoders.map(encode_document, batch, chunksize=chunksize):
+                    writer.add(tokens)
+                    n_documents += 1
+                    n_tokens += tokens.size
+                    progress.update(tokens.size)
+    finally:
+        encoders.shutdown(cancel_futures=True)  # after a failure the workers finish their current chunks only
     writer.close()
     return n_documents, n_tokens
 
@@ -290,19 +305,25 @@ def run(args, out_dir: Path) -> str:
         raise InputError(f"cannot load the GPT-2 tokenizer via tiktoken ({type(e).__name__}: {e}); "
                          f"connect to the internet once or set TIKTOKEN_CACHE_DIR to a folder "
                          f"holding its cached files") from None
-    prepare_out_dir(out_dir, args.name, args.overwrite)
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.name}-partial-", dir=out_dir))
-    try:
-        writer = ShardWriter(staging, args.name, args.shard_size)
-        n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
-        if n_documents == 0:
-            raise InputError("the input holds no documents")
-        n_shards = len(publish_shards(writer.paths, out_dir, args.name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with removed_if_left_empty(out_dir):
+        prepare_out_dir(out_dir, args.name, args.overwrite)
+        staging = Path(tempfile.mkdtemp(prefix=f".{args.name}-partial-", dir=out_dir))
+        try:
+            writer = ShardWriter(staging, args.name, args.shard_size)
+            n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
+            if n_documents == 0:
+                raise InputError("the input holds no documents")
+            published = publish_shards(writer.paths, out_dir, args.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    n_shards, n_val = len(published), shards.read_header(published[0])
     if n_shards == 1:
         print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
               f"shard; lower --shard_size to get some", file=sys.stderr)
+    if n_val < TRACK_VAL_TOKENS:
+        print(f"warning: the val shard holds {n_val:,} tokens, and the track scripts' default validation reads "
+              f"{TRACK_VAL_TOKENS:,} (--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or "
+              f"use a --shard_size of at least {TRACK_VAL_TOKENS:,} on more text", file=sys.stderr)
     return (f"{counted(n_documents, 'document')}, {counted(n_tokens, 'token')} -> {counted(n_shards, 'shard')} "
             f"(1 val + {n_shards - 1} train) in {display_dir(out_dir)}")
 
@@ -310,7 +331,8 @@ def run(args, out_dir: Path) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     out_dir = args.out if args.out is not None else DATA_DIR / args.name
-    return finish(lambda: run(args, out_dir), InputError, out_dir, "permissions of the output folder")
+    return finish(lambda: run(args, out_dir), InputError, out_dir, "permissions of the output folder",
+                  "shards are moved in only once all are complete (rerun to start over)")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import hashlib
 import http.server
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -442,3 +443,25 @@ def test_a_failed_run_keeps_the_staging_folder_only_with_part_of_a_file_in_it(tm
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and err[-1].endswith("(RuntimeError: connection lost); rerun, finished files are kept")
     assert (tmp_path / "d" / ".partial").exists() == bool(partial_bytes)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_midway_keeps_finished_shards_and_ends_in_one_line(tmp_path, fake_download, monkeypatch,
+                                                                       capsys, signum):
+    """Ctrl-C or SIGTERM during the second shard: the first stays, the staging folder goes, no traceback; the
+    signals' handlers are the caller's again afterwards."""
+    fetch = downloader.download_file
+
+    def stopped_on_the_second(repo_id, filename, dest_dir):
+        if fake_download:
+            os.kill(os.getpid(), signum)
+        return fetch(repo_id, filename, dest_dir)
+
+    monkeypatch.setattr(downloader, "download_file", stopped_on_the_second)
+    handlers = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
+    code, out, err = run(capsys, "2", "--dir", str(tmp_path / "d"))
+    assert code == 128 + signum and out == []
+    assert err[-1] == f"error: stopped by {signal.Signals(signum).name}; rerun to resume, finished files are kept"
+    assert sum(line.startswith("error:") for line in err) == 1
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["fineweb_val_000000.bin"]
+    assert {stop: signal.getsignal(stop) for stop in handlers} == handlers

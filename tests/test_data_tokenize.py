@@ -1,9 +1,12 @@
 """Tests for data/fineweb.py on local inputs, run as the user runs it (subprocess, offline tiktoken)."""
 
+import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -123,7 +126,7 @@ def test_refuses_to_mix_with_existing_shards_unless_overwrite(tmp_path, tokenize
     result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: {out_dir} already holds 1 fineweb shards; delete them or pass --overwrite")
+        f"error: {out_dir} already holds 1 fineweb shard; delete it or pass --overwrite")
     result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1, "--overwrite")
     assert result.returncode == 0, result.stderr
     assert [p.name for p in shard_paths(out_dir)] == ["fineweb_val_000000.bin"]
@@ -152,7 +155,7 @@ def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, to
     result = tokenize(tokenizer_env, late, "--out", out_dir, "--workers", 1, "--chunksize", 1,
                       "--shard_size", SHARD_SIZE)
     assert result.returncode == 1 and "invalid JSON" in result.stderr.strip().splitlines()[-1]
-    assert list(out_dir.iterdir()) == []
+    assert not out_dir.exists()  # the run made it and leaves nothing in it, so it goes too
     assert tokenize(tokenizer_env, sample_jsonl, "--out", out_dir, "--workers", 1, "--shard_size",
                     SHARD_SIZE).returncode == 0
     before = {path.name: path.read_bytes() for path in shard_paths(out_dir)}
@@ -179,6 +182,69 @@ def test_an_interrupted_runs_staging_folder_is_named_in_a_warning_and_kept(tmp_p
                         "run of fineweb.py writes there"]
     assert stale.is_dir() and sorted(p.name for p in out_dir.iterdir()) == [
         ".fineweb-partial-abc123", ".other-partial-def456", "fineweb_val_000000.bin"]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_a_val_shard_shorter_than_the_tracks_validation_gets_a_warning(tmp_path, tokenizer_env, sample_jsonl):
+    """The tracks read 10,485,761 val tokens by default: a smaller val shard fails their start-up check."""
+    result = tokenize(tokenizer_env, sample_jsonl, "--out", tmp_path / "out", "--shard_size", SHARD_SIZE,
+                      "--workers", 1)
+    assert result.returncode == 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "warning: the val shard holds 50,000 tokens, and the track scripts' default validation reads 10,485,761 "
+        "(--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or use a --shard_size of at "
+        "least 10,485,761 on more text")
+
+
+@pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
+def test_the_warnings_count_is_what_each_tracks_default_validation_reads(script_name, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    script = importlib.import_module(script_name)
+    assert script.Hyperparameters().val_tokens + 1 == fineweb.TRACK_VAL_TOKENS
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_process_group_midway_ends_in_one_line_and_leaves_nothing(tmp_path, tokenizer_env,
+                                                                                     sample_jsonl, signum):
+    """Ctrl-C, and SIGTERM from kill, timeout or a job scheduler, reach every process of the group, the tokenizer
+    processes too. multiprocessing.Pool hung in its shutdown where a worker died holding its queue's lock."""
+    corpus = tmp_path / "big.jsonl"
+    corpus.write_bytes(sample_jsonl.read_bytes() * 20)  # ~6.5M tokens: seconds of work after the first shard
+    out_dir = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), str(corpus), "--out",
+                            str(out_dir), "--shard_size", str(SHARD_SIZE), "--workers", "2"], env=tokenizer_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(out_dir.glob(".fineweb-partial-*/*.bin")) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # midway: the first shard is written
+    os.killpg(run.pid, signum)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 128 + signum, stderr
+    assert stderr.strip().splitlines()[-1] == (f"error: stopped by {signal.Signals(signum).name}; shards are moved "
+                                               f"in only once all are complete (rerun to start over)")
+    assert "Traceback" not in stderr and not out_dir.exists()  # the staging folder and the folder the run made
+    deadline = time.monotonic() + 10
+    while group_alive(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(run.pid)  # no tokenizer process outlives the run
+
+
+def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
+    """The group-wide signal above reaches the workers too; one that a signal ended could hang the pool."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        fineweb.start_worker()
+        assert {signum: signal.getsignal(signum) for signum in handlers} == dict.fromkeys(handlers, signal.SIG_IGN)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def test_non_utf8_names_the_line_and_the_files_byte(tmp_path, tokenizer_env, sample_jsonl):
@@ -217,7 +283,7 @@ def test_out_as_a_file_and_a_name_with_glob_characters(tmp_path, tokenizer_env):
     out_dir = tmp_path / "out"
     assert tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1).returncode == 0
     result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--name", "x[1]", "--workers", 1)
-    assert result.returncode == 1 and "already holds 1 x[1] shards" in result.stderr
+    assert result.returncode == 1 and "already holds 1 x[1] shard;" in result.stderr
 
 
 def test_an_output_folder_that_cannot_be_made_is_one_error_line(tmp_path, tokenizer_env):
@@ -308,6 +374,9 @@ def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tok
     out_dir = tmp_path / "out"
     assert fineweb.main([str(empty), "--out", str(out_dir), "--workers", "1"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: the input holds no documents"
+    assert not out_dir.exists()
+    out_dir.mkdir()  # a folder that was there stays
+    assert fineweb.main([str(empty), "--out", str(out_dir), "--workers", "1"]) == 1
     assert list(out_dir.iterdir()) == []
 
 
