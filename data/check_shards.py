@@ -41,7 +41,7 @@ def expand(patterns) -> tuple:
         if Path(pattern).is_dir():
             matches = sorted(str(p) for p in Path(pattern).glob("*.bin"))
             missing = "the folder holds no .bin shard; check the path or download the data"
-        elif any(char in pattern for char in "*?["):
+        elif any(char in pattern for char in "*?[") and not Path(pattern).exists():  # x[1]_val_000000.bin is a name
             matches = sorted(glob.glob(pattern))
         else:
             matches = [pattern]

@@ -54,6 +54,17 @@ def test_glob_and_folder_arguments(good):
         assert out[0].startswith(f"{good}/x_train_000001.bin:")  # sorted order
 
 
+def test_a_path_that_exists_is_a_name_even_with_glob_characters(tmp_path):
+    """fineweb.py --name 'x[1]' writes x[1]_val_000000.bin; as a pattern it would match x1_val_000000.bin only."""
+    shards.write_shard(tmp_path / "x[1]_val_000000.bin", [EOT, 10])
+    shards.write_shard(tmp_path / "x1_val_000000.bin", [EOT, 10, 20])
+    code, out, err = check(tmp_path / "x[1]_val_000000.bin")
+    assert (code, err) == (0, [])
+    assert out[0] == f"{tmp_path}/x[1]_val_000000.bin: 2 tokens, 1 document, max token 50256"
+    code, out, err = check(f"{tmp_path}/x[1]_val_*.bin")  # not a path: a pattern
+    assert out[0].startswith(f"{tmp_path}/x1_val_000000.bin: 3 tokens")
+
+
 def test_a_shard_matched_by_two_arguments_is_checked_and_counted_once(good):
     code, out, err = check(good, f"{good}/*val*", good / "x_val_000000.bin", f"{good}/./x_train_000001.bin")
     assert code == 0, err
