@@ -67,7 +67,8 @@ def connect_to_hub(endpoint: str):
     """Open and close one connection to the Hub's host (socket.gaierror where its name does not resolve,
     ConnectionError or TimeoutError where it cannot be reached): offline or refused, huggingface_hub retried five
     times (23 s, 11 lines) before failing. Skipped behind an HTTP(S) proxy, which resolves and connects itself, in
-    huggingface_hub's offline mode, and for an HF_ENDPOINT without a host."""
+    huggingface_hub's offline mode, and for an endpoint without a host (https:// alone: huggingface_hub's
+    error)."""
     url = urlparse(endpoint)
     proxied = any(scheme in getproxies() for scheme in ("https", "http", "all"))
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")  # the Hub's own rule
@@ -111,7 +112,8 @@ def explain_download_failure(exc: Exception, repo_id: str, filename: str, out_di
             reason = f"{type(cause).__name__}: {first_line(cause)}" if cause else "no network?"
             return (f"cannot reach {hub} to download {filename} ({reason}); "
                     f"check your connection (or HF_ENDPOINT) and {rerun}")
-        fix = "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one" if "HF_ENDPOINT" in os.environ else (
+        not_a_hub = status < 500 and "HF_ENDPOINT" in os.environ  # a Hub's own refusals carry an error code
+        fix = "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one" if not_a_hub else (
             "rerun later, finished files are kept")
         return f"{hub} answered HTTP {status} for {filename} from {repo_id}; {fix}"
     if isinstance(exc, hf_errors.EntryNotFoundError):
@@ -189,6 +191,9 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
     if not 0 <= n_train <= spec["train_shards"]:
         raise DownloadError(f"N={n_train} is out of range: {dataset} has {spec['train_shards']} "
                             f"train shards; pick N between 0 and {spec['train_shards']}")
+    if urlparse(hub_endpoint()).scheme not in ("http", "https"):
+        raise DownloadError(f"HF_ENDPOINT={os.environ['HF_ENDPOINT']} is not an http:// or https:// address; "
+                            f"write it as https://<host>")
     staging_dir = out_dir / STAGING_DIRNAME
     filenames = shard_filenames(spec["prefix"], n_train)
     total_tokens = downloaded = already_present = 0

@@ -68,7 +68,8 @@ class HubRoute(http.server.BaseHTTPRequestHandler):
     """The Hub's file route, /datasets/<owner>/<name>/resolve/<revision>/<file>, served from the server's folder of
     repos: HEAD and GET with the headers huggingface_hub reads (X-Repo-Commit, ETag, Content-Length); a missing
     repo or file answers with the Hub's X-Error-Code. The server's `answer` makes it another kind of server:
-    "no commit" (the files at the Hub's paths, without the Hub's headers) or "404" (a web server that has none)."""
+    "no commit" (the files at the Hub's paths, without the Hub's headers), or an HTTP status for every request
+    without a Hub's error code ("404": a web server that has none of the files, "501": a server error)."""
 
     def do_HEAD(self):
         self.answer()
@@ -84,7 +85,9 @@ class HubRoute(http.server.BaseHTTPRequestHandler):
         parts = self.path.split("/")
         repo = self.server.repos / "/".join(parts[2:4])
         file = repo / "/".join(parts[6:])
-        if self.server.answer == "404" or len(parts) < 7 or parts[1] != "datasets" or parts[4] != "resolve":
+        if self.server.answer.isdigit():
+            return self.send_bare(int(self.server.answer), {})
+        if len(parts) < 7 or parts[1] != "datasets" or parts[4] != "resolve":
             return self.send_bare(404, {})
         if not repo.is_dir():
             return self.send_bare(401, {"X-Error-Code": "RepoNotFound"})
@@ -305,7 +308,7 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
                                      ("HF_HUB_OFFLINE", "true"), ("TRANSFORMERS_OFFLINE", "YES"),
                                      ("ALL_PROXY", "socks5://proxy.example.org:1080"),
-                                     ("HF_ENDPOINT", "hub-without-scheme")])
+                                     ("HF_ENDPOINT", "https://")])
 def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a_host(tmp_path, monkeypatch, capsys,
                                                                                       direct_network, setting):
     """A proxy resolves names itself (a machine behind one may resolve none), offline mode is the Hub's own answer,
@@ -322,7 +325,7 @@ def test_the_host_is_left_to_huggingface_hub_behind_a_proxy_offline_or_without_a
     monkeypatch.setenv(*setting)
     code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
     assert code == 1 and resolved == [] and hub_calls == ["fineweb_val_000000.bin"]
-    hub = "HF_ENDPOINT hub-without-scheme" if setting[0] == "HF_ENDPOINT" else "the Hugging Face Hub"
+    hub = "HF_ENDPOINT https:" if setting[0] == "HF_ENDPOINT" else "the Hugging Face Hub"
     assert err[-1].startswith(f"error: cannot reach {hub} to download fineweb_val_000000.bin (no network?)")
 
 
@@ -399,6 +402,9 @@ def test_the_hubs_answers_for_a_missing_shard_or_repo_are_one_line_each(tmp_path
 @pytest.mark.parametrize("answer, expected", [
     ("404", "error: HF_ENDPOINT {endpoint} answered HTTP 404 for fineweb_val_000000.bin from kjj0/fineweb10B-gpt2; "
             "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one"),
+    # a server error: huggingface_hub retries 500 and 502-504 for 23 s, 501 at once
+    ("501", "error: HF_ENDPOINT {endpoint} answered HTTP 501 for fineweb_val_000000.bin from kjj0/fineweb10B-gpt2; "
+            "rerun later, finished files are kept"),
     ("no commit", "error: cannot reach HF_ENDPOINT {endpoint} to download fineweb_val_000000.bin (FileMetadataError: "
                   "Response from {endpoint}/datasets/kjj0/fineweb10B-gpt2/resolve/main/fineweb_val_000000.bin is "
                   "missing the 'X-Repo-Commit' header"),
@@ -465,3 +471,13 @@ def test_a_stop_signal_midway_keeps_finished_shards_and_ends_in_one_line(tmp_pat
     assert sum(line.startswith("error:") for line in err) == 1
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["fineweb_val_000000.bin"]
     assert {stop: signal.getsignal(stop) for stop in handlers} == handlers
+
+
+def test_an_hf_endpoint_without_a_scheme_is_one_line_before_any_request(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_ENDPOINT", "127.0.0.1:8080")
+    monkeypatch.setattr(downloader, "download_file", lambda *args: pytest.fail("no download without an address"))
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert (code, out) == (1, [])
+    assert err == ["error: HF_ENDPOINT=127.0.0.1:8080 is not an http:// or https:// address; write it as "
+                   "https://<host>"]
+    assert not (tmp_path / "d").exists()
