@@ -36,6 +36,7 @@ from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empt
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
+BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with it; it is not text
 BATCHES_PER_WORKER = 64  # documents handed to the workers at once = workers * chunksize * this
 MAX_SHARD_TOKENS = 2**31 - 1  # the header's token count is an int32
 TRACK_VAL_TOKENS = 10_485_760 + 1  # both tracks' default --val_tokens, and the target of the last input token
@@ -71,20 +72,29 @@ def encode_document(text: str) -> np.ndarray:
     return np.array(tokens, dtype=np.uint16)
 
 
+def is_input_file(path: Path) -> bool:
+    return path.suffix.lower() in INPUT_SUFFIXES  # notes.TXT too
+
+
 def list_input_files(paths) -> list:
-    """Expand files and folders into the list of .jsonl/.txt files, folders in sorted order."""
-    files = []
+    """Expand files and folders into the list of .jsonl/.txt files, folders in sorted order. A file named twice
+    (also through a folder) is an error: its documents would be in the shards twice, in val and train alike."""
+    files, named_by = [], {}
     for path in map(Path, paths):
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*")
-                                if p.is_file() and p.suffix in INPUT_SUFFIXES))
+            found = sorted(p for p in path.rglob("*") if p.is_file() and is_input_file(p))
         elif path.is_file():
-            if path.suffix not in INPUT_SUFFIXES:
+            if not is_input_file(path):
                 raise InputError(f"{path}: unsupported input type; give .jsonl or .txt files "
                                  f"or folders of them")
-            files.append(path)
+            found = [path]
         else:
             raise InputError(f"{path}: no such file or folder")
+        for file in found:
+            if (real := file.resolve()) in named_by:
+                raise InputError(f"{file} is named twice, by {named_by[real]} and by {path}; give each input once")
+            named_by[real] = path
+            files.append(file)
     if not files:
         raise InputError(f"no .jsonl or .txt files in {' '.join(map(str, paths))}")
     return files
@@ -112,13 +122,15 @@ def iter_local_documents(files, text_field: str):
 
 def file_documents(file: Path, text_field: str):
     """The documents of one .jsonl file (one per line) or .txt file (the whole file)."""
-    if file.suffix == ".txt":
-        yield decode_utf8(file.read_bytes(), str(file), 0)
+    if file.suffix.lower() == ".txt":
+        yield decode_utf8(file.read_bytes(), str(file), 0).removeprefix(BYTE_ORDER_MARK)
         return
     with open(file, "rb") as lines:
         offset = 0
         for line_number, raw in enumerate(lines, 1):
             line = decode_utf8(raw, f"{file}:{line_number}", offset)
+            if line_number == 1:
+                line = line.removeprefix(BYTE_ORDER_MARK)
             offset += len(raw)
             if not line.strip():
                 continue

@@ -117,6 +117,29 @@ def test_txt_folder_one_document_per_file_in_sorted_order(tmp_path, tokenizer_en
     assert decoded == [texts["a.txt"], texts["b.txt"], texts["sub/c.txt"]]
 
 
+def test_suffixes_in_any_case_and_a_byte_order_mark_are_read(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "A.TXT").write_bytes("\ufeffhello".encode())  # a BOM, as some editors write
+    (corpus / "b.JSONL").write_bytes('\ufeff{"text": "x"}\n{"text": "\ufeffy"}\n'.encode())
+    (corpus / "c.md").write_text("not an input")
+    files = fineweb.list_input_files([corpus])
+    assert files == [corpus / "A.TXT", corpus / "b.JSONL"]
+    assert fineweb.list_input_files([corpus / "A.TXT"]) == [corpus / "A.TXT"]
+    assert list(fineweb.iter_local_documents(files, "text")) == ["hello", "x", "\ufeffy"]  # a file's first only
+
+
+def test_a_file_named_twice_is_one_error_line(tmp_path):
+    """Its documents would be in the shards twice: in val and in train alike."""
+    (tmp_path / "corpus").mkdir()
+    doc = tmp_path / "corpus" / "a.jsonl"
+    doc.write_text('{"text": "x"}\n')
+    for paths, first in [([doc, doc], doc), ([tmp_path / "corpus", doc], tmp_path / "corpus")]:
+        with pytest.raises(fineweb.InputError) as error:
+            fineweb.list_input_files(paths)
+        assert str(error.value) == f"{doc} is named twice, by {first} and by {doc}; give each input once"
+
+
 def test_refuses_to_mix_with_existing_shards_unless_overwrite(tmp_path, tokenizer_env):
     corpus = tmp_path / "doc.txt"
     corpus.write_text("hello world")
