@@ -305,6 +305,18 @@ def parse_args(argv):
     return args
 
 
+def warn_where_the_tracks_fall_short(published: list, n_tokens: int) -> None:
+    """A warning line where the shards cannot serve a track run as it starts by default: no train shard, or a val
+    shard shorter than its validation."""
+    if len(published) == 1:
+        print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
+              f"shard; lower --shard_size to get some", file=sys.stderr)
+    if (n_val := shards.read_header(published[0])) < TRACK_VAL_TOKENS:
+        print(f"warning: the val shard holds {n_val:,} tokens, and the track scripts' default validation reads "
+              f"{TRACK_VAL_TOKENS:,} (--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or "
+              f"use a --shard_size of at least {TRACK_VAL_TOKENS:,} on more text", file=sys.stderr)
+
+
 def run(args, out_dir: Path) -> str:
     """Tokenize the inputs named by args into shards in out_dir; return the summary line."""
     if args.hf:
@@ -328,16 +340,9 @@ def run(args, out_dir: Path) -> str:
             published = publish_shards(writer.paths, out_dir, args.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    n_shards, n_val = len(published), shards.read_header(published[0])
-    if n_shards == 1:
-        print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
-              f"shard; lower --shard_size to get some", file=sys.stderr)
-    if n_val < TRACK_VAL_TOKENS:
-        print(f"warning: the val shard holds {n_val:,} tokens, and the track scripts' default validation reads "
-              f"{TRACK_VAL_TOKENS:,} (--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or "
-              f"use a --shard_size of at least {TRACK_VAL_TOKENS:,} on more text", file=sys.stderr)
-    return (f"{counted(n_documents, 'document')}, {counted(n_tokens, 'token')} -> {counted(n_shards, 'shard')} "
-            f"(1 val + {n_shards - 1} train) in {display_dir(out_dir)}")
+    warn_where_the_tracks_fall_short(published, n_tokens)
+    return (f"{counted(n_documents, 'document')}, {counted(n_tokens, 'token')} -> {counted(len(published), 'shard')} "
+            f"(1 val + {len(published) - 1} train) in {display_dir(out_dir)}")
 
 
 def main(argv=None) -> int:
