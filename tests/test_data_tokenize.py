@@ -244,19 +244,24 @@ def test_a_stop_signal_to_the_process_group_midway_ends_in_one_line_and_leaves_n
     run = subprocess.Popen([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), str(corpus), "--out",
                             str(out_dir), "--shard_size", str(SHARD_SIZE), "--workers", "2"], env=tokenizer_env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while not list(out_dir.glob(".fineweb-partial-*/*.bin")) and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # midway: the first shard is written
-    os.killpg(run.pid, signum)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 128 + signum, stderr
-    assert stderr.strip().splitlines()[-1] == (f"error: stopped by {signal.Signals(signum).name}; shards are moved "
-                                               f"in only once all are complete (rerun to start over)")
-    assert "Traceback" not in stderr and not out_dir.exists()  # the staging folder and the folder the run made
-    deadline = time.monotonic() + 10
-    while group_alive(run.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not group_alive(run.pid)  # no tokenizer process outlives the run
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out_dir.glob(".fineweb-partial-*/*.bin")) and run.poll() is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)  # midway: the first shard is written
+        os.killpg(run.pid, signum)
+        _, stderr = run.communicate(timeout=60)
+        assert run.returncode == 128 + signum, stderr
+        assert stderr.strip().splitlines()[-1] == (f"error: stopped by {signal.Signals(signum).name}; shards are "
+                                                   f"moved in only once all are complete (rerun to start over)")
+        assert "Traceback" not in stderr and not out_dir.exists()  # the staging folder and the folder the run made
+        deadline = time.monotonic() + 10
+        while group_alive(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(run.pid)  # no tokenizer process outlives the run
+    finally:
+        if group_alive(run.pid):  # a hung run (the failure this test looks for) ends with the test
+            os.killpg(run.pid, signal.SIGKILL)
 
 
 def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
