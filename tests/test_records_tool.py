@@ -292,6 +292,7 @@ def test_rerun_names_the_double_dash_for_a_setting_given_before_it(tmp_path):
     result = tool("diff", log, log, "--nope", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.splitlines()[-1].endswith("unrecognized arguments: --nope")
 
+
 def test_diff_shows_changed_source_line_and_hyperparameters(tmp_path):
     a = make_log(tmp_path / "a.txt", hparams={"lr": "0.05", "old_flag": "True"})
     b = make_log(tmp_path / "b.txt", FAKE_SCRIPT.replace("lr = 0.05", "lr = 0.04"),
