@@ -43,7 +43,7 @@ if [ -n "${NPROC:-}" ]; then
 else
     gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||
         { echo "error: '$python' cannot import torch; install it with: pip install -r requirements.txt" >&2; exit 2; }
-    if [ "$gpus" -lt 1 ] && [[ " $* " != *" --device=cpu "* ]]; then
+    if [ "$gpus" -lt 1 ] && ! [[ " $* " =~ \ --device=[Cc][Pp][Uu]\  ]]; then
         echo "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n processes)" \
              "for a tiny CPU run" >&2
         exit 2
@@ -58,19 +58,24 @@ fi
 # torchrun sets this for several processes and prints a 4-line warning saying so; the same default, quietly
 [ "$nproc" -eq 1 ] || export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
-# Check settings, data and devices first: a mistake is one line here, not a traceback per process.
-WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
+# Check settings, data and devices first: a mistake is one line here, not a traceback per process. The check is
+# rank 0 of the run (a RANK left in the shell would hide its errors; torchrun sets the ranks' own).
+RANK=0 LOCAL_RANK=0 WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
 [ "$check_only" = false ] || exit 0
 
 # torchrun's launcher, with the same python as the check. A process that fails has printed its own error; the
 # launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status
-# (1 for a rank killed by a signal).
+# (1 for a rank killed by a signal). Ctrl-C or SIGTERM: the ranks get it (torchrun passes SIGTERM on) and rank 0
+# prints the line; the launcher's traceback goes, and the status is 128 + the signal, as a shell gives.
 exec "$python" -c '
 import sys
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main
 try:
     main(sys.argv[1:])
+except SignalException as stopped:
+    sys.exit(128 + stopped.sigval)
 except ChildFailedError as failed:
     rank, failure = failed.get_first_failure()
     code = failure.exitcode

@@ -25,6 +25,7 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -119,14 +120,24 @@ class DataError(SetupError):
     """A missing, corrupt or too small data file."""
 
 
+class LaunchError(SetupError):
+    """Launch variables (WORLD_SIZE, RANK, ...) that do not fit together: every process that has them says so."""
+
+
+PATH_SETTINGS = ("train_files", "val_files", "logs_dir", "compile_cache")  # a leading ~ is the home folder
+
+
 def parse_value(name: str, default, raw: str):
-    kind = type(default)
+    """A setting's value from its text, which may have spaces around it."""
+    kind, raw = type(default), raw.strip()
     if kind is bool:
         if raw.lower() in ("1", "true", "yes"):
             return True
         if raw.lower() in ("0", "false", "no"):
             return False
         raise SetupError(f"--{name}={raw} is not a boolean; use true or false")
+    if kind is str:
+        return os.path.expanduser(raw) if name in PATH_SETTINGS else raw
     try:
         return kind(raw)
     except ValueError:
@@ -151,10 +162,12 @@ def parse_args(argv: list[str]) -> Hyperparameters:
         if arg in ("-h", "--help"):
             print(help_text())
             sys.exit(0)
-        match = re.fullmatch(r"--(\w+)=(.*)", arg, re.DOTALL)
+        match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.DOTALL)
         if match is None:
             raise SetupError(f"malformed argument {arg!r}: write settings as --name=value (see --help)")
         name, raw = match.groups()
+        if "-" in name and name.replace("-", "_") in defaults:
+            raise SetupError(f"--{name}: setting names are written with underscores, --{name.replace('-', '_')}")
         if name not in defaults:
             raise SetupError(f"unknown setting --{name} (see --help for the list)")
         values[name] = parse_value(name, defaults[name], raw)
@@ -1378,6 +1391,9 @@ def check_numbers(args: Hyperparameters):
                          f"decay = {decay:g} >= 1); lower --muon_weight_decay")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
+    for f in dataclasses.fields(args):  # bigger counts and sizes overflow the tensors and loops they size
+        if type(getattr(args, f.name)) is int and f.name != "seed" and getattr(args, f.name) >= 2**31:
+            raise SetupError(f"--{f.name}={getattr(args, f.name)} must be below 2^31")
 
 
 def check_shapes(args: Hyperparameters):
@@ -1430,6 +1446,10 @@ def check_files(args: Hyperparameters):
     the compile cache is a readable file in a folder the warmup's end can write it to."""
     if (reason := why_unwritable(args.logs_dir)) is not None:
         raise SetupError(f"--logs_dir={args.logs_dir} cannot be written ({reason}); give a writable folder")
+    if args.run_id and (os.path.basename(args.run_id) != args.run_id or args.run_id in (".", "..")
+                        or len(f"{args.run_id}.txt".encode()) > 255):
+        raise SetupError(f"--run_id={args.run_id} is not a file name (no '/', at most 251 bytes); the log is "
+                         "<--logs_dir>/<run_id>.txt, so put folders in --logs_dir")
     if args.run_id and os.path.exists(log := os.path.join(args.logs_dir, f"{args.run_id}.txt")):
         raise SetupError(f"{log} exists (an earlier run's log); pass another --run_id, or move that file")
     cache = args.compile_cache
@@ -1456,6 +1476,10 @@ def check_machine(args: Hyperparameters, world_size: int):
     if args.device == "cuda" and torch.cuda.device_count() < launch_number("LOCAL_WORLD_SIZE", 1):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
+    if args.device == "cuda" and launch_number("LOCAL_RANK", 0) >= torch.cuda.device_count():
+        raise SetupError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
+                         f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
+                         "one process per GPU")
     if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability() < (9, 0):
         major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
@@ -1477,8 +1501,23 @@ def launch_number(name: str, default: int) -> int:
     rank is an integer from 0; a count's range is check_machine's."""
     raw, kind = os.environ.get(name, str(default)), "process count" if name.endswith("WORLD_SIZE") else "process rank"
     if not re.fullmatch(r"-?\d+" if kind == "process count" else r"\d+", raw.strip()):
-        raise SetupError(f"{name}={raw} is not a {kind}; launch with torchrun or ./run.sh")
+        raise LaunchError(f"{name}={raw} is not a {kind}; launch with torchrun or ./run.sh")
     return int(raw)
+
+
+def launch_ranks() -> tuple[int, int, int]:
+    """World size, rank and local rank as torchrun sets them (1, 0, 0 for a plain python run), checked against each
+    other: a RANK left in a shell's environment would hide every error (rank 0 prints them), then wait for
+    sequences that no rank deals it."""
+    world_size, rank = launch_number("WORLD_SIZE", 1), launch_number("RANK", 0)
+    local_rank = launch_number("LOCAL_RANK", 0)
+    if world_size >= 1 and rank >= world_size:  # a world size below 1 is check_machine's error
+        raise LaunchError(f"RANK={rank} is not below the world size, {world_size} (WORLD_SIZE); unset RANK (left in "
+                         "the environment?), or launch with ./run.sh or torchrun")
+    if local_rank > rank:
+        raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
+                         "environment?), or launch with ./run.sh or torchrun")
+    return world_size, rank, local_rank
 
 
 def shards_wanted(pattern: str, shards: int, available: int, needed: int) -> str:
@@ -1495,20 +1534,29 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
     """Every shard's header, enough tokens for the whole run, and token ids inside the vocabulary, before anything is
     compiled."""
     train_files, val_files = find_shards("train_files", args.train_files), find_shards("val_files", args.val_files)
-    for path in train_files:
-        read_shard_header(path)
+    if in_both := sorted(set(map(os.path.realpath, train_files)) & set(map(os.path.realpath, val_files))):
+        raise DataError(f"{in_both[0]} matches both --train_files={args.train_files} and --val_files={args.val_files}; "
+                        "narrow the patterns (a model trained on its validation data has a meaningless val loss)")
+    longest_shard = max(read_shard_header(path) for path in train_files)
     val_available = sum(read_shard_header(path) for path in val_files)
     if val_available < args.val_tokens + 1:
         raise DataError(f"val files {args.val_files} hold {val_available} tokens but --val_tokens={args.val_tokens} "
                         f"needs {args.val_tokens + 1}; lower --val_tokens or add validation data")
     # the warmup reads the stream from its start too, and then the training steps do
-    needed = max(args.num_iterations, args.warmup_steps) * world_size * grad_accum_steps
+    steps = max(args.num_iterations, args.warmup_steps)
+    needed = steps * world_size * grad_accum_steps
     available, largest = survey_windows(train_files, args.train_seq_len, needed)
     if available < needed:
+        if longest_shard < args.train_seq_len + 1:
+            fix = "no shard is that long (a sequence stays in its shard); lower --train_seq_len"
+        elif available == 0:
+            fix = "check the shards' end-of-text tokens with python data/check_shards.py, or lower --train_seq_len"
+        else:
+            fix = (f"add train shards{shards_wanted(args.train_files, len(train_files), available, needed)} or lower "
+                   f"{'--warmup_steps' if args.warmup_steps > args.num_iterations else '--num_iterations'}")
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
-                        f"tokens starting at a document start, the run needs {needed}; add train shards"
-                        f"{shards_wanted(args.train_files, len(train_files), available, needed)} or lower "
-                        "--num_iterations")
+                        f"tokens starting at a document start, the run needs {needed} ({steps} steps x "
+                        f"{world_size} process(es) x {grad_accum_steps} micro-step(s)); {fix}")
     largest_val = int(load_val_tokens(val_files, args.val_tokens, torch.device("cpu")).max())  # the tokens it reads
     for pattern, token in [(args.train_files, largest), (args.val_files, largest_val)]:
         if token >= args.vocab_size:
@@ -1537,6 +1585,9 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
     else:
         reuse_freed_cpu_memory()
     if world_size > 1:
+        if missing := [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]:
+            raise LaunchError(f"WORLD_SIZE={world_size} without {' or '.join(missing)}, which torchrun sets for the "
+                             "processes to meet; launch with ./run.sh or torchrun, or unset WORLD_SIZE for one process")
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
                                 **(dict(device_id=device) if device.type == "cuda" else {}))
     return device, Comm(rank, world_size)
@@ -1654,7 +1705,7 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
 
 
 def end_log_with_errors(log: RunLog):
-    """A run that crashes (a lost rank, Ctrl-C) ends its log with the error's first line, so the log says why it
+    """A run that crashes (a lost rank, a bug) ends its log with the error's first line, so the log says why it
     stops short; the console still gets the whole traceback. A setting or data error found from here on (a shard
     changed during the run), or the GPU out of memory, ends the log with the console's one line."""
     global ERROR_LOG
@@ -1667,6 +1718,28 @@ def end_log_with_errors(log: RunLog):
         console_hook(kind, error, trace)
 
     sys.excepthook = hook
+
+
+class Stopped(Exception):
+    """SIGINT (Ctrl-C) or SIGTERM (timeout, a job scheduler, torchrun passing either on) during the run."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def stop_on_signals():
+    """SIGINT and SIGTERM raise Stopped in the main thread, once (torchrun sends SIGTERM after a Ctrl-C that the
+    ranks got too), so that both end a run with one line: SIGTERM used to end it with none, and Ctrl-C with a
+    traceback from every rank. A signal ignored at start stays ignored (a background job's SIGINT, as Python does)."""
+    def stop(signum, frame):
+        for each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
 
 
 def load_compile_cache(path: str) -> str | None:
@@ -2233,9 +2306,9 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
 
 
 def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
-          args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> int | None:
+          args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> str | None:
     """Training steps with validation every val_loss_every steps and at the end, timed by clock.
-    Returns the step whose loss was not finite (the run stops there), else None."""
+    Returns which loss was not finite at which step (the run stops there), else None."""
     tokens_per_step = global_batch_tokens(args, world_size)
     pending = None
     clock.start()
@@ -2243,12 +2316,14 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
         last_step = step == args.num_iterations
         if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
             if pending is not None and not log_train_loss(log, pending, clock, args):
-                return pending[0]
+                return f"non-finite train loss at step {pending[0]}"
             pending = None
             clock.stop()
             val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks_at(step, args)])
             log.write(validation_line(step, val_loss, clock.total_ms, args, tokens_per_step, flops, world_size))
             clock.start()
+            if not math.isfinite(val_loss):  # the same on every rank (averaged)
+                return f"non-finite validation loss at step {step}"
         if last_step:
             return None
         if step == 0:  # the benchmark's start-up time: process start to the first timed step
@@ -2257,14 +2332,14 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
-            return pending[0]
+            return f"non-finite train loss at step {pending[0]}"
         pending = (step + 1, *to_host_at_mark(loss, device))
 
 
 def main():
+    stop_on_signals()
     args = parse_args(sys.argv[1:])
-    world_size = launch_number("WORLD_SIZE", 1)
-    rank, local_rank = launch_number("RANK", 0), launch_number("LOCAL_RANK", 0)
+    world_size, rank, local_rank = launch_ranks()
     check_settings(args, world_size)
     args.grad_accum_steps = args.grad_accum_steps or 8 // world_size
     train_files, val_files = check_data(args, world_size, args.grad_accum_steps)
@@ -2319,18 +2394,16 @@ def main():
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     clock = TrainingClock(device)
-    failed_step = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size,
-                        device, flops)
-    if failed_step is not None:
+    stop = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size, device, flops)
+    if stop is not None:
         clock.stop()  # train returned with it running: its last steps count in the time line
-        log.write(f"stopped: non-finite train loss at step {failed_step}; lower the learning rates or check "
-                  "the data")
+        log.write(f"stopped: {stop}; lower the learning rates or check the data")
     log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "
               f"validation {clock.validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
     if device.type == "cuda":
         log.write(f"peak memory allocated: {torch.cuda.max_memory_allocated() // 2**20} MiB "
                   f"reserved: {torch.cuda.max_memory_reserved() // 2**20} MiB")
-    exit_code = 0 if failed_step is None else 1
+    exit_code = 0 if stop is None else 1
     if world_size > 1:
         dist.destroy_process_group()
         if device.type == "cpu":  # gloo's threads can abort a process in interpreter teardown (torch 2.13)
@@ -2344,22 +2417,49 @@ def main():
 def exit_with_setup_error(error: SetupError):
     """A setting or data error: one line on rank 0's console, and the log's last line once it is open; exit code 2."""
     ERROR_LOG.write(f"error: {error}", console=False)
-    if not os.environ.get("RANK", "0").isdigit() or int(os.environ.get("RANK", "0")) == 0:  # or a bad RANK
+    if prints_errors(error):
         print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
 
 
-def exit_with_out_of_memory(error: torch.OutOfMemoryError):
-    """A GPU too small for the settings: one line naming the setting to lower (validation's own when validation ran
-    out), on the console of each rank that ran out and as the log's last line; exit code 2."""
+def exit_when_stopped(stopped: Stopped):
+    """A signal: one line on the console (rank 0's) and as the log's last line; exit status 128 + the signal, as a
+    shell gives a process the signal ends, without the interpreter's teardown (gloo's threads can abort it, and
+    kernel builds in flight would hold it up)."""
+    line = f"error: {stopped}"
+    ERROR_LOG.write(line, console=False)
+    if prints_errors(stopped):
+        print(line, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + stopped.signum)
+
+
+def prints_errors(error: Exception) -> bool:
+    """Whether this process prints error's line: rank 0 (every rank finds the same), and any process whose launch
+    variables are themselves the error."""
+    if isinstance(error, LaunchError):
+        return True
+    try:
+        return launch_ranks()[1] == 0
+    except LaunchError:
+        return True
+
+
+def exit_with_out_of_memory(error: RuntimeError):
+    """A GPU (or, in a CPU run, the machine) too small for the settings: one line naming the setting to lower
+    (validation's own when validation ran out), on the console of each rank that ran out and as the log's last line;
+    exit code 2."""
     validation = inspect.unwrap(evaluate).__code__  # not no_grad's wrapper, which the optimizers' steps share
     in_validation = any(frame.f_code is validation for frame, _ in traceback.walk_tb(error.__traceback__))
     fix = ("lower --val_seq_len (a multiple of 128 that divides --val_tokens / world size)" if in_validation else
            "lower --train_seq_len (a multiple of 128; a shorter sequence changes the batch and so the result)")
-    torch_says = ". ".join(next(iter(str(error).splitlines()), "").split(". ")[:3]).rstrip(".")
+    gpu, first_line = isinstance(error, torch.OutOfMemoryError), next(iter(str(error).splitlines()), "")
+    first_line = first_line if gpu else first_line.split("DefaultCPUAllocator: ")[-1]  # after its source position
+    torch_says = ". ".join(first_line.split(". ")[:3]).rstrip(".")
     rank = f"rank {os.environ.get('RANK', '0')}: " if launch_number("WORLD_SIZE", 1) > 1 else ""
-    line = (f"error: {rank}out of GPU memory in {'validation' if in_validation else 'training'} ({torch_says}); "
-            f"{fix}, or stop the GPU's other processes")
+    line = (f"error: {rank}out of {'GPU' if gpu else 'CPU'} memory in {'validation' if in_validation else 'training'} "
+            f"({torch_says}); {fix}, or stop the {'GPU' if gpu else 'machine'}'s other processes")
     ERROR_LOG.write(line, console=False)
     print(line, file=sys.stderr)
     sys.exit(2)
@@ -2372,3 +2472,9 @@ if __name__ == "__main__":
         exit_with_setup_error(error)
     except torch.OutOfMemoryError as error:
         exit_with_out_of_memory(error)
+    except RuntimeError as error:
+        if "DefaultCPUAllocator" not in str(error):  # out of memory in a CPU run
+            raise
+        exit_with_out_of_memory(error)
+    except Stopped as stopped:
+        exit_when_stopped(stopped)

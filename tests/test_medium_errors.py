@@ -70,8 +70,8 @@ def cases(folder: Path) -> dict:
         "too few val tokens": (TINY + good + ["--val_tokens=8192"], {},
                                "~hold 4000 tokens but --val_tokens=8192 needs 8193"),
         "too few train tokens": (TINY + good + ["--num_iterations=1000"], {},
-                                 "~the run needs 8000; add train shards (~80 like these in all) or lower "
-                                 "--num_iterations"),
+                                 "~the run needs 8000 (1000 steps x 1 process(es) x 8 micro-step(s)); add train "
+                                 "shards (~80 like these in all) or lower --num_iterations"),
         "world size 3": (TINY + good, {"WORLD_SIZE": "3"}, "~world size 3 does not divide 8"),
         "seq not multiple of 128": (TINY + good + ["--train_seq_len=500"], {},
                                     "--train_seq_len=500 is not a multiple of 128 (the attention block size); "

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,54 @@ def test_a_process_that_fails_after_the_launch_ends_in_its_error_and_one_line_fr
     assert f"error: --compile_cache={cache} could not be loaded" in result.stderr
     last = result.stderr.strip().splitlines()[-1]  # either rank may fail first
     assert last in [f"error: rank {rank} exited with status 2 (its output is above)" for rank in (0, 1)], last
+
+
+def test_a_rank_left_in_the_shell_changes_nothing(shards, tmp_path):
+    """The check is rank 0 of the run whatever the shell holds (torchrun sets the ranks' own): with RANK=1 in the
+    environment, the check used to print nothing, not even its "ok" line, since only rank 0 prints."""
+    result = run_sh(*TINY, *data_args(shards), f"--logs_dir={tmp_path}", "--check_only=true",
+                    env={"NPROC": "2", "RANK": "1", "LOCAL_RANK": "1"})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "ok: settings, data and device checked for world size 2\n"
+
+
+def test_device_cpu_in_capitals_without_a_gpu_is_the_scripts_error_not_no_gpu(shards):
+    settings = [arg for arg in TINY if arg != "--device=cpu"]
+    result = run_sh(*settings, *data_args(shards), "--device=CPU", env={"CUDA_VISIBLE_DEVICES": "", "NPROC": ""})
+    assert (result.returncode, result.stderr) == (2, "error: --device=CPU: use cuda or cpu\n")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_two_process_run_ends_in_one_line_and_128_plus_the_signal(shards, tmp_path, signal_name):
+    """Ctrl-C (SIGINT to the terminal's process group) or SIGTERM to the group (a scheduler): rank 0's one line, where
+    every rank and the launcher printed a traceback (SIGTERM's run ended in the launcher's alone), and run.sh ends
+    with 128 + the signal, as a shell gives."""
+    signum = getattr(signal, signal_name)
+    rng = np.random.default_rng(1)  # 400 steps of two ranks' sequences: the run is still training when stopped
+    documents = [np.concatenate([[50256], rng.integers(0, 1000, 511)]) for _ in range(801)]
+    write_shard(tmp_path / "long_train_000001.bin", np.concatenate(documents))
+    env = {"PYTHON": sys.executable, **os.environ, "NPROC": "2"}
+    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the ranks would inherit that (and
+    # keep it, as Python does). A handler here is reset to the default in the child.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(["bash", str(REPO / "run.sh"), *TINY, *data_args(shards), "--num_iterations=400",
+                                    f"--train_files={tmp_path}/long_train_*.bin", "--grad_accum_steps=1",
+                                    f"--logs_dir={tmp_path}", "--run_id=stopped"], cwd=REPO, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    for line in process.stdout:
+        if line.startswith("step:1/400"):  # both ranks are in the training loop
+            break
+    os.killpg(process.pid, signum)
+    try:
+        _, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"the run went on after {signal_name}")
+    assert process.returncode == 128 + signum
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: stopped by {signal_name}"], stderr
+    assert (tmp_path / "stopped.txt").read_text().splitlines()[-1] == f"error: stopped by {signal_name}"

@@ -196,28 +196,67 @@ def test_log_stamps_the_first_timed_step_after_the_step_0_validation(one_process
     assert validation > 0 and round(startup + training + validation - total, 6) <= 0.2
 
 
-def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tmp_path):
-    """Ctrl-C (SIGINT) once the log is open: the log's last line names the error (a crash or a lost rank end the
-    same way), where it used to stop at the last progress note."""
+@pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
+def test_several_processes_without_a_meeting_point_is_one_line_from_each(data, tmp_path, script_name):
+    """WORLD_SIZE exported by hand, without torchrun's MASTER_PORT: it used to pass the checks, then end in the
+    process group's ValueError traceback (or wait for ranks that never come)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "MASTER_PORT")}
+    env.update(RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    result = subprocess.run([sys.executable, str(REPO_ROOT / f"{script_name}.py"), *TINY, *data,
+                             f"--logs_dir={tmp_path}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert (result.returncode, result.stderr) == (2, "error: WORLD_SIZE=2 without MASTER_PORT, which torchrun sets "
+                                                     "for the processes to meet; launch with ./run.sh or torchrun, or "
+                                                     "unset WORLD_SIZE for one process\n")
+
+
+@pytest.mark.parametrize("script_name, blowup", [("train_gpt", "--adam_lr=1e30"),
+                                                  ("train_gpt_medium", "--head_lr=1e38")])
+def test_a_non_finite_validation_loss_stops_the_run_at_that_step(data, tmp_path, script_name, blowup):
+    """It used to be logged and trained on (a NaN model validated at every step to the end, exit status 0)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / f"{script_name}.py"), *TINY, *data, "--num_iterations=10",
+                             "--val_loss_every=1", "--warmup_steps=0", "--grad_accum_steps=1", blowup,
+                             f"--logs_dir={tmp_path}", "--run_id=nan_val"],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    log = (tmp_path / "nan_val.txt").read_text()
+    validation, train = losses(log, "val_loss"), losses(log, "train_loss")
+    step = validation[-1][0]
+    assert result.returncode == 1 and not math.isfinite(validation[-1][1]) and step < 10, log[-2000:]
+    assert all(math.isfinite(loss) for _, loss in validation[:-1] + train) and train[-1][0] == step
+    stopped = f"stopped: non-finite validation loss at step {step}; lower the learning rates or check the data"
+    assert log.splitlines()[-2] == stopped and log.splitlines()[-1].startswith("time: ")
+    assert stopped in result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("script_name, signal_name", [("train_gpt", "SIGINT"), ("train_gpt", "SIGTERM"),
+                                                      ("train_gpt_medium", "SIGTERM")])
+def test_a_signal_stops_the_run_with_one_line_on_the_console_and_in_the_log(data, tmp_path, script_name,
+                                                                              signal_name):
+    """Ctrl-C (SIGINT) or SIGTERM (timeout, a scheduler) once the log is open: one line on the console and as the
+    log's last line, exit status 128 + the signal, as a shell gives. Ctrl-C used to print a traceback and end the log
+    with "error: KeyboardInterrupt: "; SIGTERM ended it with no line at all."""
     import signal
 
+    signum = getattr(signal, signal_name)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the run would inherit that: Python
-    # then installs no KeyboardInterrupt handler. A handler here is reset to the default in the child.
+    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the run would inherit that (and keep
+    # it, as Python does). A handler here is reset to the default in the child.
     inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        process = subprocess.Popen([sys.executable, str(SCRIPT), *TINY, *data, "--num_iterations=400",
-                                    "--grad_accum_steps=1", f"--logs_dir={tmp_path}", "--run_id=interrupted"],
+        process = subprocess.Popen([sys.executable, str(REPO_ROOT / f"{script_name}.py"), *TINY, *data,
+                                    "--num_iterations=400", "--grad_accum_steps=1", f"--logs_dir={tmp_path}",
+                                    "--run_id=stopped"],
                                    cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         signal.signal(signal.SIGINT, inherited)
     for line in process.stdout:
         if line.startswith("log: "):
             break
-    # A SIGINT that lands in an import's weakref callback (torch's lazy import of torch._dynamo while the optimizers
-    # are built) is swallowed by CPython ("Exception ignored in ... cb"): as a user would, press Ctrl-C again.
+    # A signal whose exception lands in an import's weakref callback (torch's lazy import of torch._dynamo while the
+    # optimizers are built) is swallowed by CPython ("Exception ignored in ... cb"): as a user would, send it again.
     for _ in range(15):
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         try:
             _, stderr = process.communicate(timeout=20)
             break
@@ -225,10 +264,12 @@ def test_a_run_stopped_after_its_log_opened_ends_the_log_with_the_error(data, tm
             continue
     else:
         process.kill()
-        pytest.fail("the run went on through 15 SIGINTs, 20 s apart")
-    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
-    log = (tmp_path / "interrupted.txt").read_text()
-    assert log.splitlines()[-1] == "error: KeyboardInterrupt: "
+        pytest.fail(f"the run went on through 15 {signal_name}s, 20 s apart")
+    assert process.returncode == 128 + signum
+    assert [line for line in stderr.splitlines() if not line.startswith("Exception ignored")][-1:] == [
+        f"error: stopped by {signal_name}"]
+    assert "Traceback" not in stderr.split("Exception ignored")[0]
+    assert (tmp_path / "stopped.txt").read_text().splitlines()[-1] == f"error: stopped by {signal_name}"
 
 
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])

@@ -105,6 +105,8 @@ def test_help_lists_every_field_with_its_default(capsys, script, iterations, win
     (["--muon_lr=fast"], "--muon_lr=fast is not a number"),
     (["--compile=maybe"], "--compile=maybe is not a boolean; use true or false"),
     (["--check_only="], "--check_only= is not a boolean; use true or false"),
+    (["--num-iterations=5"], "--num-iterations: setting names are written with underscores, --num_iterations"),
+    (["--no-such-setting=5"], "unknown setting --no-such-setting (see --help for the list)"),
 ])
 def test_bad_arguments_raise_one_setup_error(argv, message):
     with pytest.raises(SetupError) as error:
@@ -114,6 +116,21 @@ def test_bad_arguments_raise_one_setup_error(argv, message):
     # not chained to a ValueError, so nothing but this message would ever be shown
     assert error.value.__cause__ is None
     assert error.value.__context__ is None or error.value.__suppress_context__
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_values_may_have_spaces_around_them_and_paths_a_leading_tilde(script, monkeypatch):
+    """A shell line like --device=cpu<space> (or a quoted value) used to fail for text settings only, where numbers
+    passed; --logs_dir=~/logs made a folder named ~ (the shell expands ~ only at a word's start)."""
+    monkeypatch.setenv("HOME", "/home/someone")
+    args = script.parse_args(["--device= cpu ", "--compile=true ", "--num_iterations= 6", "--run_id=a b ",
+                              "--logs_dir=~/logs", "--train_files=~/data/x_train_*.bin", "--val_files=data/~v.bin",
+                              "--compile_cache=~/cache.bin"])
+    assert (args.device, args.compile, args.num_iterations, args.run_id) == ("cpu", True, 6, "a b")
+    assert (args.logs_dir, args.train_files, args.compile_cache) == (
+        "/home/someone/logs", "/home/someone/data/x_train_*.bin", "/home/someone/cache.bin")
+    assert args.val_files == "data/~v.bin"  # only a leading ~ is the home folder
+    assert script.parse_args(["--window_pattern=~LS"]).window_pattern == "~LS"  # and only in a path setting
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -235,6 +252,9 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
     (dict(window_start=-128), "--window_start=-128 must be >= 0"),
     (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end "
                              "of text): at least 50257"),
+    (dict(num_iterations=10**20), f"--num_iterations={10**20} must be below 2^31"),
+    (dict(train_seq_len=2**31), f"--train_seq_len={2**31} must be below 2^31"),
+    (dict(vocab_size=2**40), f"--vocab_size={2**40} must be below 2^31"),
 ])
 def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     """Each passed the checks before and failed after the compile (a shape, a KeyError, a division by zero at the
@@ -249,6 +269,7 @@ def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     dict(window_start=1024, window_end=1024),  # a fixed window
     dict(window_end=2**24),  # the largest window
     dict(muon_lr=0.5, muon_weight_decay=1.99),  # lr x weight decay just below 1
+    dict(val_tokens=2**31 - 2**18, seed=2**62),  # the largest count below 2^31 that the checks take; a large seed
 ])
 def test_settings_at_the_edges_of_their_ranges_pass(overrides):
     train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
@@ -268,6 +289,18 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
     with pytest.raises(SetupError) as error:
         train_gpt.check_settings(Hyperparameters(device="cpu", compile_cache=str(tmp_path)), 1)
     assert str(error.value).startswith(f"--compile_cache={tmp_path} is not a readable file")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("run_id", ["exp/1", "/tmp/abs", "..", ".", "x" * 252])
+def test_a_run_id_that_is_not_a_file_name_is_one_error_before_the_run(tmp_path, script, run_id):
+    """A '/' in it used to pass the check, then fail as 'cannot write the log in --logs_dir' (or write the log outside
+    --logs_dir, for an absolute or ../ path); a name too long for the file system failed the same way."""
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id=run_id), 1)
+    assert str(error.value) == (f"--run_id={run_id} is not a file name (no '/', at most 251 bytes); the log is "
+                                "<--logs_dir>/<run_id>.txt, so put folders in --logs_dir")
+    script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id="x" * 251), 1)
 
 
 def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, monkeypatch):
@@ -331,6 +364,7 @@ def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_na
     script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path / "new" / "logs")), 1)
     assert not (tmp_path / "new").exists()  # the check creates nothing
 
+
 @pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("name, value, message", [
     ("WORLD_SIZE", "0", "world size 0 does not divide 8"), ("WORLD_SIZE", "-1", "world size -1 does not divide 8"),
@@ -347,6 +381,42 @@ def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, sc
     with pytest.raises(module.SetupError) as error:
         module.main()
     assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("env, message", [
+    ({"RANK": "1"}, "RANK=1 is not below the world size, 1 (WORLD_SIZE); unset RANK (left in the environment?), or "
+                    "launch with ./run.sh or torchrun"),
+    ({"RANK": "4", "WORLD_SIZE": "4"}, "RANK=4 is not below the world size, 4 (WORLD_SIZE)"),
+    ({"LOCAL_RANK": "1"}, "LOCAL_RANK=1 is above RANK=0; unset LOCAL_RANK (left in the environment?), or launch "
+                          "with ./run.sh or torchrun"),
+])
+def test_launch_variables_that_do_not_fit_together_are_one_error_that_every_process_prints(monkeypatch, capsys,
+                                                                                            script, env, message):
+    """A RANK left in a shell used to hide every error (rank 0 alone prints them), then wait for sequences no rank
+    dealt it and end in a generator's traceback."""
+    module = __import__(script)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--device=cpu", "--check_only=true"])
+    with pytest.raises(module.LaunchError) as error:
+        module.main()
+    assert str(error.value).startswith(message)
+    with pytest.raises(SystemExit):
+        module.exit_with_setup_error(error.value)
+    assert capsys.readouterr().err == f"error: {error.value}\n"
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_ranks_that_fit_together_are_read_as_torchrun_sets_them(monkeypatch, script):
+    for name, value in {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1"}.items():  # the second of 4 nodes
+        monkeypatch.setenv(name, value)
+    assert script.launch_ranks() == (8, 5, 1)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name)
+    assert script.launch_ranks() == (1, 0, 0)
 
 
 @pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
@@ -403,6 +473,20 @@ def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch, scrip
         script.check_settings(script.Hyperparameters(), 2)
     assert str(error.value) == "2 processes per node, more than the GPUs on it (1); launch one process per GPU"
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # two nodes of one GPU each
+    script.check_settings(script.Hyperparameters(), 2)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_local_rank_past_the_gpus_is_one_error_line(monkeypatch, script):
+    """It used to fail as 'invalid device ordinal' from the FP8 probe or set_device, a traceback."""
+    fake_gpu(monkeypatch, (9, 0))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
+    assert str(error.value) == ("LOCAL_RANK=1, but this machine shows 1 GPU(s) (CUDA_VISIBLE_DEVICES=3); launch one "
+                                "process per GPU")
+    monkeypatch.setenv("LOCAL_RANK", "0")
     script.check_settings(script.Hyperparameters(), 2)
 
 

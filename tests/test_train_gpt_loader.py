@@ -242,7 +242,8 @@ def test_check_data_reports_too_few_training_sequences(shards):
         train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
     assert str(error.value) == (
         f"train files {shards / 'train_*.bin'} hold {available} sequences of {SEQ_LEN + 1} tokens starting at a "
-        f"document start, the run needs {steps * 8}; add train shards (~4 like these in all) or lower "
+        f"document start, the run needs {steps * 8} ({steps} steps x 2 process(es) x 4 micro-step(s)); add train "
+        "shards (~4 like these in all) or lower "
         "--num_iterations")  # 3 shards, a few sequences short
     train_gpt.check_data(data_args(shards, num_iterations=available // 8), 2, 4)  # exactly enough is fine
 
@@ -381,7 +382,39 @@ def test_check_data_counts_the_warmups_sequences_too(shards):
     train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=available // 8), 2, 4)
     with pytest.raises(DataError) as error:
         train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=steps), 2, 4)
-    assert f"the run needs {steps * 8};" in str(error.value)
+    assert str(error.value).endswith(f"the run needs {steps * 8} ({steps} steps x 2 process(es) x 4 micro-step(s)); "
+                                     "add train shards (~4 like these in all) or lower --warmup_steps")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_too_little_train_data_names_the_fix_that_would_work(shards, tmp_path, script):
+    """'Add train shards or lower --num_iterations' was the fix for every shortfall, also where neither works: a
+    sequence longer than any shard (sequences stay in their shard), shards without a document start."""
+    longest = max(script.read_shard_header(path) for path in train_files(shards))
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, train_seq_len=longest // 128 * 128 + 128), 1, 1)
+    assert str(error.value).endswith("(10 steps x 1 process(es) x 1 micro-step(s)); no shard is that long (a sequence "
+                                     "stays in its shard); lower --train_seq_len")
+    write_shard(tmp_path / "train_000001.bin", np.arange(5_000) % 1000)  # no end-of-text token
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, train_files=str(tmp_path / "train_*.bin")), 1, 1)
+    assert str(error.value).endswith("hold 0 sequences of 257 tokens starting at a document start, the run needs 10 "
+                                     "(10 steps x 1 process(es) x 1 micro-step(s)); check the shards' end-of-text "
+                                     "tokens with python data/check_shards.py, or lower --train_seq_len")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("train_pattern, val_pattern", [("*.bin", "val_*.bin"), ("train_*.bin", "*_00000[01].bin")])
+def test_a_shard_matched_as_train_and_as_val_is_an_error(shards, script, train_pattern, val_pattern):
+    """A broad pattern used to train on the validation shard (or validate on a train shard) without a word."""
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, train_files=str(shards / train_pattern),
+                                    val_files=str(shards / val_pattern)), 1, 1)
+    shared = "val_000000.bin" if train_pattern == "*.bin" else "train_000001.bin"
+    assert str(error.value) == (
+        f"{os.path.realpath(shards / shared)} matches both --train_files={shards / train_pattern} and "
+        f"--val_files={shards / val_pattern}; narrow the patterns (a model trained on its validation data has a "
+        "meaningless val loss)")
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -393,10 +426,10 @@ def test_exactly_enough_train_sequences_and_val_tokens_pass(tmp_path, script):
     available, _ = script.survey_windows(train_files(tmp_path), SEQ_LEN, 10 ** 9)
     assert available == 20
     script.check_data(data_args(tmp_path, script, num_iterations=available, warmup_steps=0), 1, 1)
-    with pytest.raises(script.DataError, match=f"hold {available} sequences .* the run needs {available + 1};"):
+    with pytest.raises(script.DataError, match=f"hold {available} sequences .* the run needs {available + 1} "):
         script.check_data(data_args(tmp_path, script, num_iterations=available + 1, warmup_steps=0), 1, 1)
     # the warmup reads the stream from its start as well: more warmup steps than sequences is short too
-    with pytest.raises(script.DataError, match=f"the run needs {available + 1};"):
+    with pytest.raises(script.DataError, match=f"the run needs {available + 1} "):
         script.check_data(data_args(tmp_path, script, num_iterations=1, warmup_steps=available + 1), 1, 1)
     with pytest.raises(script.DataError, match="hold 1025 tokens but --val_tokens=1025 needs 1026;"):
         script.check_data(data_args(tmp_path, script, val_tokens=1025, warmup_steps=0), 1, 1)

@@ -550,6 +550,7 @@ def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
     monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")
     error = script.DataError("data/train_001.bin: truncated: header promises 100 tokens (456 bytes) but the file has "
                              "300 bytes; download it again")
     with pytest.raises(SystemExit) as before_log:
@@ -565,7 +566,6 @@ def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(
     assert after_log.value.code == 2
     assert (tmp_path / "run.txt").read_text().splitlines()[-2:] == ["step:10/100 train_time:500ms", f"error: {error}"]
     assert capsys.readouterr() == ("", "" if rank == "1" else f"error: {error}\n")
-
 
 
 TORCH_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
@@ -628,12 +628,13 @@ def test_out_of_gpu_memory_ends_in_one_line_naming_the_setting_to_lower(script, 
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
 
 
-
+CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+           "allocate 4398046511104 bytes. Error code 12 (Cannot allocate memory)")  # torch 2.13's, for 4 TiB
 RUN_WITH_BACKWARD_OUT_OF_MEMORY = """
 import runpy, sys, torch
 message = sys.argv.pop()
 def out_of_memory(*args, **kwargs):
-    raise torch.OutOfMemoryError(message)
+    raise (RuntimeError if "DefaultCPUAllocator" in message else torch.OutOfMemoryError)(message)
 torch.Tensor.backward = out_of_memory
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
@@ -641,9 +642,12 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 @pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
-def test_a_run_out_of_gpu_memory_stops_with_the_one_line_and_no_traceback(script, tmp_path):
-    """The script as a user runs it, its first backward out of memory (a CPU run cannot be, so torch's error is
-    raised in its place): the console's only error output and the log's last line are the one line, exit code 2."""
+@pytest.mark.parametrize("memory", ["GPU", "CPU"])
+def test_a_run_out_of_memory_stops_with_the_one_line_and_no_traceback(script, memory, tmp_path):
+    """The script as a user runs it, its first backward out of memory (torch's error raised in its place: a CPU run
+    cannot run out of GPU memory, and running out of the machine's is no test to run): the console's only error
+    output and the log's last line are the one line, exit code 2. Out of CPU memory (torch's RuntimeError) used to be
+    a traceback."""
     tokens = documents(60_000)
     write_shard(tmp_path / "t_train_000001.bin", tokens)
     write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
@@ -652,14 +656,19 @@ def test_a_run_out_of_gpu_memory_stops_with_the_one_line_and_no_traceback(script
                              "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
                              "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
                              f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
-                             f"--logs_dir={tmp_path}", "--run_id=oom", TORCH_OOM],
+                             f"--logs_dir={tmp_path}", "--run_id=oom", TORCH_OOM if memory == "GPU" else CPU_OOM],
                             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    line = ("error: out of GPU memory in training (CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-            "capacity of 23.55 GiB of which 1.20 GiB is free); lower --train_seq_len (a multiple of 128; a shorter "
-            "sequence changes the batch and so the result), or stop the GPU's other processes")
+    torch_says = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
+                  "1.20 GiB is free" if memory == "GPU" else
+                  "can't allocate memory: you tried to allocate 4398046511104 bytes. Error code 12 (Cannot allocate "
+                  "memory)")
+    line = (f"error: out of {memory} memory in training ({torch_says}); lower --train_seq_len (a multiple of 128; a "
+            f"shorter sequence changes the batch and so the result), or stop the "
+            f"{'GPU' if memory == 'GPU' else 'machine'}'s other processes")
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == line and "Traceback" not in result.stderr
     assert (tmp_path / "oom.txt").read_text().splitlines()[-1] == line
+
 
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
 
