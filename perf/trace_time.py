@@ -5,7 +5,7 @@ ones too. Tracing is host work, so the CPU and a tiny model show where it goes.
 python perf/trace_time.py [short|medium] [--repeats=N] [--top=K] [--script=PATH] [overrides...]  ->  the seconds of
 each repeat (a fresh trace each, in one process) and their minimum, then the K functions dynamo spent longest
 inlining (inclusive seconds, calls, name:line) in the last repeat. --script times another copy of the track's
-script (e.g. a variant under test) with the same model settings.
+script (e.g. a variant under test) with the same model settings. --help lists the options.
 """
 import collections
 import sys
@@ -20,6 +20,14 @@ from track_scripts import SCRIPTS, load_script  # noqa: E402
 
 TINY = ["--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
         "--val_seq_len=256"]
+USAGE = f"""usage: python perf/trace_time.py [short|medium] [--repeats=N] [--top=K] [--script=PATH] [--name=value ...]
+  short|medium   the track: short (train_gpt.py, the default) or medium (train_gpt_medium.py)
+  --repeats=N    fresh traces to time in one process (default 3); the minimum is the result
+  --top=K        the K functions dynamo spent longest inlining in the last repeat (default 10)
+  --script=PATH  trace another copy of the track's script (e.g. a variant under test) with the same settings
+  --name=value   any other setting goes to the track's script, over the tiny CPU model's
+                 ({' '.join(TINY)});
+                 `python train_gpt.py --help` (or train_gpt_medium.py) lists them"""
 
 
 class InlineTimer:
@@ -70,16 +78,41 @@ def trace_seconds(script, overrides: list[str], repeats: int) -> tuple[list[floa
     return seconds, timer
 
 
-def main(argv: list[str]) -> int:
-    track = argv.pop(0) if argv and argv[0] in SCRIPTS else "short"
+class UsageError(ValueError):
+    """A bad argument of the tool's own; the message names it and the fix."""
+
+
+def parse_arguments(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
+    """(track, the tool's options, the overrides for the track's script) from the command line."""
+    track = "short"
+    if argv and not argv[0].startswith("-"):
+        track, *argv = argv
+        if track not in SCRIPTS:
+            raise UsageError(f"unknown track {track!r}: the first argument is {' or '.join(SCRIPTS)} (see --help)")
     options = {"repeats": "3", "top": "10", "script": str(SCRIPTS[track])}
     overrides = []
     for arg in argv:
         name, _, value = arg.removeprefix("--").partition("=")
-        if arg.startswith("--") and name in options and value:
-            options[name] = value
-        else:
+        if not arg.startswith("--") or name not in options:
             overrides.append(arg)
+        elif name in ("repeats", "top") and not (value.isdigit() and int(value) > 0):
+            raise UsageError(f"--{name} takes a whole number of at least 1, e.g. --{name}={options[name]}; got {arg!r}")
+        elif name == "script" and not Path(value).is_file():
+            raise UsageError(f"--script={value}: no such file; give the path of a copy of the track's script")
+        else:
+            options[name] = value
+    return track, options, overrides
+
+
+def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(USAGE)
+        return 0
+    try:
+        track, options, overrides = parse_arguments(argv)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     script = load_script(Path(options["script"]))
     try:
         seconds, timer = trace_seconds(script, overrides, int(options["repeats"]))

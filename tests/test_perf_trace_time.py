@@ -44,3 +44,29 @@ def test_medium_track_traces_its_sixteen_blocks_without_the_mlps_backward(repo_r
     calls = inlined_calls(result.stdout.splitlines()[1:])
     assert 16 in calls[("train_gpt_medium.py", "forward")]  # a block's forward, once per layer
     assert ("train_gpt_medium.py", "backward") not in calls  # NormedReluSquareMLP is one call
+
+
+def test_help_lists_the_tools_own_options_and_sends_the_rest_to_the_script(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "--help"], cwd=repo_root, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python perf/trace_time.py [short|medium] ")
+    for option in ("--repeats=N", "--top=K", "--script=PATH", "--name=value"):
+        assert f"\n  {option} " in result.stdout, option
+    assert "--train_files" not in result.stdout  # not train_gpt.py's own list of settings
+
+
+def test_an_unknown_track_is_named_in_one_line(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "bogus"], cwd=repo_root, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: unknown track 'bogus': the first argument is short or medium (see --help)"]
+
+
+def test_a_repeat_count_that_is_not_a_positive_number_is_one_line(repo_root):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", "medium", "--repeats=0"], cwd=repo_root,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --repeats takes a whole number of at least 1, e.g. --repeats=3; got '--repeats=0'"]
