@@ -1,5 +1,6 @@
 """What the perf benches share: a run's time and the --name=VALUE options they read from argv (no track script
 imported, so that a tool that only reads options, such as perf/kernel_census.py, loads no model code)."""
+import sys
 import time
 
 
@@ -23,3 +24,17 @@ def option_values(argv: list[str], name: str) -> list[str]:
 def option_list(argv: list[str], name: str) -> list[str]:
     """The items of every --name=A,B,... in argv, in order (empty without the option)."""
     return [item for value in option_values(argv, name) for item in value.split(",") if item]
+
+
+def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...]) -> int | None:
+    """A bench's answer to a command line it does not run: 0 after printing its usage (doc, the module's docstring)
+    for -h or --help, 2 after one line naming the first argument not among its flags; None when it should run."""
+    if "-h" in argv or "--help" in argv:
+        print(doc.strip())
+        return 0
+    unknown = [arg for arg in argv if arg not in flags]
+    if not unknown:
+        return None
+    takes = f"its only options are {' '.join(flags)}" if flags else "it takes no arguments"
+    print(f"error: unknown argument {unknown[0]!r}: {takes} (see --help)", file=sys.stderr)
+    return 2

@@ -6,7 +6,7 @@ kernels (QK-norm, rotary, value mix) against torch, timed against inductor's ker
 tracks' kernel launchers do not synchronise the host.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
-the timings; exits 1 on a failure.
+the timings; exits 1 on a failure. It takes no arguments (--help prints this).
 """
 import math
 import sys
@@ -20,6 +20,8 @@ from triton.testing import do_bench
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as tg  # noqa: E402
 import train_gpt_medium as tm  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import usage_or_error  # noqa: E402
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -32,7 +34,9 @@ def check(name: str, error: float, tolerance: float) -> bool:
     return ok
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ())) is not None:
+        return answer
     tg.configure_triton_builds()  # as in training
     print("ptxas:", tg.ptxas_in_use())  # what builds the kernels below
     torch.manual_seed(0)
@@ -397,4 +401,4 @@ def medium_orthogonalize_checks() -> list[bool]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

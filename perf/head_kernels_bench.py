@@ -6,7 +6,7 @@ depends on the block).
 
 python perf/head_kernels_bench.py [--tiny]  ->  one line per kernel and configuration: ms and the comparison; the
 script's own launch is marked. --tiny: small shapes on the CPU under Triton's interpreter, fp32 outputs for the loss
-kernel (the test runs this).
+kernel (the test runs this). --help prints this.
 """
 import functools
 import sys
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import timed_us  # noqa: E402
+from bench_common import timed_us, usage_or_error  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8), (4096, 16)]  # BLOCK, warps
@@ -68,6 +68,8 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
     tg = load_script(ROOT / "train_gpt.py")
     if not tiny:

@@ -40,3 +40,14 @@ def test_host_sync_checks_fail_a_track_with_a_synchronising_launch_and_name_it(r
     assert capsys.readouterr().out.splitlines() == [
         "ok  track 1's 3 kernel launches: 0 synchronise the host",
         "BAD track 2's 3 kernel launches: 1 synchronise the host: index_put"]
+
+
+def test_help_prints_the_usage_and_an_argument_is_one_line_without_running_a_check(repo_root, capsys):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import gpu_checks
+    assert gpu_checks.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert "python perf/gpu_checks.py  ->" in out and "ptxas:" not in out and err == ""
+    assert gpu_checks.main(["bogus"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == ["error: unknown argument 'bogus': it takes no arguments (see --help)"]
