@@ -38,3 +38,14 @@ def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...]) -> int | N
     takes = f"its only options are {' '.join(flags)}" if flags else "it takes no arguments"
     print(f"error: unknown argument {unknown[0]!r}: {takes} (see --help)", file=sys.stderr)
     return 2
+
+
+def no_gpu_error(tool: str, cpu_hint: str = "") -> int | None:
+    """2 after one line saying that tool needs the NVIDIA GPU torch does not see (cpu_hint: what runs without one);
+    None when torch sees one."""
+    import torch
+    if torch.cuda.is_available():
+        return None
+    print(f"error: {tool} runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); run it on "
+          f"the GPU machine{cpu_hint}", file=sys.stderr)
+    return 2

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as tg  # noqa: E402
 import train_gpt_medium as tm  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import usage_or_error  # noqa: E402
+from bench_common import no_gpu_error, usage_or_error  # noqa: E402
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -36,6 +36,8 @@ def check(name: str, error: float, tolerance: float) -> bool:
 
 def main(argv: list[str]) -> int:
     if (answer := usage_or_error(argv, __doc__, ())) is not None:
+        return answer
+    if answer := no_gpu_error("perf/gpu_checks.py"):
         return answer
     tg.configure_triton_builds()  # as in training
     print("ptxas:", tg.ptxas_in_use())  # what builds the kernels below

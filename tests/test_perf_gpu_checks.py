@@ -51,3 +51,14 @@ def test_help_prints_the_usage_and_an_argument_is_one_line_without_running_a_che
     assert gpu_checks.main(["bogus"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == ["error: unknown argument 'bogus': it takes no arguments (see --help)"]
+
+
+def test_without_a_gpu_it_is_one_line_naming_the_missing_gpu(repo_root, capsys, monkeypatch):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import gpu_checks
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_checks.main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: perf/gpu_checks.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); "
+        "run it on the GPU machine"]
