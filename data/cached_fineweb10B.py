@@ -4,7 +4,8 @@
     python data/cached_fineweb10B.py 8      # val shard + the first 8 train shards
 
 Files land in data/<dataset>/ next to this script (--dir overrides). Files already
-present and valid are skipped, so a rerun fetches only the missing ones; each download
+present and valid are skipped, so a rerun fetches only the missing ones (an invalid one,
+e.g. cut off, is removed in one line saying why and downloaded again); each download
 goes to a staging folder first (data/<dataset>/.partial/) and is moved under its final
 name only after its header and size check out. A file cut off midway starts over on the
 next run (huggingface_hub releases before mid-2026 resumed it from the staging folder).
@@ -136,14 +137,15 @@ def shard_filenames(prefix: str, n_train: int) -> list:
 
 
 def present_token_count(path: Path):
-    """Token count of a valid shard at path; None if absent. An invalid file is deleted."""
+    """Token count of a valid shard at path; None if absent. An invalid file is removed, in one line saying why."""
     if not path.exists():
         return None
     try:
         return shards.read_header(path)
     except shards.ShardError as e:
-        tqdm.write(f"{e}; deleting it and downloading it again", file=sys.stderr)
         path.unlink()
+        reason = str(e).removeprefix(f"{path}: ").removesuffix("; re-download or re-tokenize it")  # the tool's fix
+        tqdm.write(f"removed {display_dir(path.parent)}{path.name}: {reason}; downloading it again", file=sys.stderr)
         return None
 
 

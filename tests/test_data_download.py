@@ -192,6 +192,30 @@ def test_default_is_all_train_shards_and_missing_file_is_one_error_line(tmp_path
     assert len(fake_download) == 4 and (out_dir / "fineweb_train_000003.bin").exists()
 
 
+def test_a_truncated_shard_in_place_is_named_as_removed_before_its_download_fails(tmp_path, hub, monkeypatch,
+                                                                                capsys):
+    """A valid header over fewer tokens than it counts (a copy cut off midway): one line says it was removed and
+    why, then the download's own error follows."""
+    out_dir = tmp_path / "fineweb10B"
+    out_dir.mkdir()
+    shards.write_shard(out_dir / "fineweb_val_000000.bin", shard_tokens(5))
+    with open(out_dir / "fineweb_val_000000.bin", "r+b") as f:
+        f.truncate(shards.HEADER_BYTES + 2 * 3)  # 3 of its 8 tokens
+
+    def fail(repo_id, filename, dest_dir):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(downloader, "download_file", fail)
+    code, out, err = run(capsys, "0", "--dir", str(out_dir))
+    assert code == 1 and not (out_dir / "fineweb_val_000000.bin").exists()
+    messages = [part for line in err for part in line.split("\r") if part.strip() and "shards:" not in part]
+    assert messages == [  # without the progress bar's redraws
+        f"removed {out_dir}/fineweb_val_000000.bin: truncated: header promises 8 tokens (1040 bytes) but the file has "
+        f"1030 bytes; downloading it again",
+        "error: downloading fineweb_val_000000.bin from kjj0/fineweb10B-gpt2 failed (RuntimeError: boom); rerun, "
+        "finished files are kept"]
+
+
 def test_truncated_download_is_detected_and_not_kept(tmp_path, hub, fake_download, capsys):
     data = (hub / "fineweb_train_000001.bin").read_bytes()
     (hub / "fineweb_train_000001.bin").write_bytes(data[:-2])
@@ -360,12 +384,13 @@ def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_p
     assert out[-1] == f"1 file, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
 
 
-def test_an_invalid_file_found_in_place_is_deleted(tmp_path, capsys):
+def test_an_invalid_file_found_in_place_is_removed_in_one_line_saying_why(tmp_path, capsys):
     path = tmp_path / "fineweb_val_000000.bin"
     path.write_bytes(b"\0" * 10)
     assert downloader.present_token_count(path) is None
     assert not path.exists()
-    assert "deleting it and downloading it again" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [
+        f"removed {path}: truncated: 10 bytes is shorter than the 1024-byte header; downloading it again"]
     shards.write_shard(path, [shards.EOT, 1])
     assert downloader.present_token_count(path) == 2
 
