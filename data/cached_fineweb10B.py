@@ -5,7 +5,8 @@
 
 Files land in data/<dataset>/ next to this script (--dir overrides). Files already
 present and valid are skipped, so a rerun fetches only the missing ones (an invalid one,
-e.g. cut off, is removed in one line saying why and downloaded again); each download
+e.g. cut off, is removed in one line saying why and downloaded again; a valid one of
+another token count than the Hub's is kept, with a warning); each download
 goes to a staging folder first (data/<dataset>/.partial/) and is moved under its final
 name only after its header and size check out. A file cut off midway starts over on the
 next run (huggingface_hub releases before mid-2026 resumed it from the staging folder).
@@ -33,6 +34,10 @@ DATASETS = {
     "fineweb10B-edu": dict(repo_id="kjj0/finewebedu10B-gpt2", prefix="finewebedu", train_shards=99),
     "fineweb100B": dict(repo_id="kjj0/fineweb100B-gpt2", prefix="fineweb", train_shards=1028),
 }
+# Every shard of these repos holds this many tokens but perhaps a dataset's last train shard: llm.c's
+# dev/data/fineweb.py, which wrote them (its header, magic 20240520), fills shards of 10**8 tokens and writes the rest
+# last.
+SHARD_TOKENS = 100_000_000
 DATA_DIR = Path(__file__).resolve().parent
 STAGING_DIRNAME = ".partial"
 HUB_CONNECT_TIMEOUT = 10  # seconds
@@ -149,6 +154,21 @@ def present_token_count(path: Path):
         return None
 
 
+def expected_tokens(spec: dict, filename: str) -> int | None:
+    """The tokens of filename in the dataset's repo: SHARD_TOKENS, or None for its last train shard (the rest)."""
+    return None if filename == f"{spec['prefix']}_train_{spec['train_shards']:06d}.bin" else SHARD_TOKENS
+
+
+def warn_if_not_the_hubs(path: Path, n_tokens: int, dataset: str):
+    """One line where a valid shard found in place holds other than the Hub's count of tokens for its name (a shard
+    of another corpus or shard size, under this name): it is kept, as the user may mean it."""
+    expected = expected_tokens(DATASETS[dataset], path.name)
+    if expected is not None and n_tokens != expected:
+        tqdm.write(f"warning: {display_dir(path.parent)}{path.name} holds {counted(n_tokens, 'token')} where "
+                   f"{dataset}'s holds {expected:,}, so it is not the Hub's shard; kept as present: delete it and "
+                   f"rerun to download the Hub's", file=sys.stderr)
+
+
 def fetch_shard(repo_id: str, filename: str, out_dir: Path, staging_dir: Path) -> int:
     """Download one shard via the staging folder, validate it, move it in; return its token count."""
     try:
@@ -174,8 +194,9 @@ def parse_args(argv):
                       for name, spec in DATASETS.items())
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog=("datasets (GPT-2 token shards of 100M tokens each, as published by the speedrun "
-                "community on the Hugging Face Hub; each also has one val shard):\n" + table),
+        epilog=(f"datasets (GPT-2 token shards of {SHARD_TOKENS // 10**6}M tokens each, the last train shard perhaps "
+                f"fewer, as published by the speedrun community on the Hugging Face Hub; each also has one val "
+                f"shard):\n" + table),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("n_train", metavar="N", type=int, nargs="?",
                         help="number of train shards to fetch (default: all of the dataset)")
@@ -212,6 +233,7 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
                         n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
                         downloaded += 1
                     else:
+                        warn_if_not_the_hubs(out_dir / filename, n_tokens, dataset)
                         already_present += 1
                     total_tokens += n_tokens
         except BaseException:

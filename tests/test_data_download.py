@@ -395,6 +395,31 @@ def test_an_invalid_file_found_in_place_is_removed_in_one_line_saying_why(tmp_pa
     assert downloader.present_token_count(path) == 2
 
 
+def test_a_shard_in_place_of_another_size_than_the_hubs_is_kept_with_a_one_line_warning(tmp_path, fake_download,
+                                                                                      monkeypatch, capsys):
+    """The Hub's shards hold SHARD_TOKENS each (here 8): a 3-token val shard in place is named, the 8-token train
+    shard is not; neither is downloaded again."""
+    monkeypatch.setattr(downloader, "SHARD_TOKENS", 8)
+    out_dir = tmp_path / "fineweb10B"
+    out_dir.mkdir()
+    shards.write_shard(out_dir / "fineweb_val_000000.bin", shard_tokens(0))
+    shards.write_shard(out_dir / "fineweb_train_000001.bin", shard_tokens(5))
+    code, out, err = run(capsys, "1", "--dir", str(out_dir))
+    assert code == 0 and fake_download == []
+    assert out[-1] == f"2 files, 11 tokens in {out_dir}/ (0 downloaded, 2 already present)"
+    messages = [part for line in err for part in line.split("\r") if part.strip() and "shards:" not in part]
+    assert messages == [f"warning: {out_dir}/fineweb_val_000000.bin holds 3 tokens where fineweb10B's holds 8, so it "
+                        f"is not the Hub's shard; kept as present: delete it and rerun to download the Hub's"]
+
+
+def test_every_shard_but_a_datasets_last_train_shard_is_expected_to_hold_shard_tokens():
+    spec = downloader.DATASETS["fineweb10B"]
+    assert downloader.expected_tokens(spec, "fineweb_val_000000.bin") == downloader.SHARD_TOKENS == 100_000_000
+    assert downloader.expected_tokens(spec, "fineweb_train_000102.bin") == downloader.SHARD_TOKENS
+    assert downloader.expected_tokens(spec, "fineweb_train_000103.bin") is None  # the rest of the tokens
+    assert downloader.expected_tokens(downloader.DATASETS["fineweb10B-edu"], "finewebedu_train_000099.bin") is None
+
+
 def test_default_dir_is_next_to_the_script():
     assert downloader.DATA_DIR == Path(__file__).resolve().parents[1] / "data"
 
