@@ -33,7 +33,9 @@ Subcommands (``python records/tool.py <cmd> --help`` for details):
     diff LOG_A LOG_B                      diff the two scripts, their setup (environment, world size, GPUs)
                                           and their hyperparameters
     compare LOG_OR_DIR... [--target T] [--png FILE]
-                                          table of runs, per-group mean/std/t-test vs the target
+                                          table of runs (a note for each without a result: stopped,
+                                          error, cut short or non-finite), per-group mean/std/t-test vs
+                                          the target
 
 Errors (missing file, not a run log, unwritable output, ...) are one ``error: ...`` line on stderr and exit 2.
 """
@@ -77,7 +79,7 @@ class RunLog:
     hparams: dict
     nvidia_smi: list
     steps: list  # one dict per step line: {"step": int, "total": int, <key>: <raw value>}
-    stopped: str | None
+    end_line: str | None  # its first "stopped: ..." or "error: ..." line, whole
     peak_allocated_mib: int | None
 
     def last(self, key):
@@ -110,7 +112,7 @@ def find_separator(data):
 def parse_tail(lines):
     """Parse the lines after the separator into header, hyperparameters, nvidia-smi and steps."""
     header, hparams, smi, steps = {}, {}, [], []
-    stopped, peak, block, header_open = None, None, None, True
+    end_line, peak, block, header_open = None, None, None, True
     for line in lines:
         if block is not None and line.startswith("  "):
             if block is hparams:
@@ -128,7 +130,7 @@ def parse_tail(lines):
                 row[key] = value
             steps.append(row)
         elif line.startswith(("stopped:", "error:")):  # a non-finite loss, or a crash after the log opened
-            stopped = line.partition(":")[2].strip()
+            end_line = end_line or line  # the cause; a failure while stopping would follow it
         elif peak_match := PEAK_RE.match(line):
             peak = int(peak_match.group(1))
         elif HEADER_RE.match(line) and not steps:
@@ -139,7 +141,7 @@ def parse_tail(lines):
                 block = smi
             elif header_open:  # later "key: value" lines ("startup: ...") are progress notes
                 header.setdefault(key, value or "")
-    return header, hparams, smi, steps, stopped, peak
+    return header, hparams, smi, steps, end_line, peak
 
 
 def load_log(path):
@@ -154,9 +156,9 @@ def load_log(path):
     if match is None:
         raise ToolError(f'{path} is not a run log (no "end of source" separator line)')
     tail = data[match.end():].decode("utf-8", errors="replace").splitlines()
-    header, hparams, smi, steps, stopped, peak = parse_tail(tail)
+    header, hparams, smi, steps, end_line, peak = parse_tail(tail)
     return RunLog(path, match.group(1).decode("utf-8", errors="replace"), data[:n],
-                  header, hparams, smi, steps, stopped, peak)
+                  header, hparams, smi, steps, end_line, peak)
 
 
 def default_script_name(log):
@@ -454,7 +456,7 @@ def run_row(log, target):
         str(log.peak_allocated_mib) if log.peak_allocated_mib is not None else "n/a",
         *([f"{reached[0][0]}/{reached[0][1]:.2f}s", f"{reached[1][0]:.1f}/{reached[1][1]:.2f}s"]
           if (reached := target_crossing(log, target)) else ["n/a", "n/a"]),
-        "stopped" if log.stopped is not None else "",
+        status(log),
     ]
 
 
@@ -467,9 +469,21 @@ def print_table(rows):
 
 def finished(log):
     """Whether the run reached its last step and validated there without stopping: its loss is a result."""
+    return status(log) == ""
+
+
+def status(log):
+    """The table's note: "stopped" (a non-finite train loss stopped it: its `stopped:` line), "error" (it failed
+    after its log opened, e.g. Ctrl-C or a crash: its `error:` line), "cut short" (its log ends before the last
+    step's validation without either line: killed outright), "non-finite" (that validation's loss is not finite), or
+    "" (finished: its loss is a result)."""
+    if log.end_line is not None:
+        return log.end_line.partition(":")[0]
     last = log.steps[-1] if log.steps else None
     loss = number(last.get("val_loss")) if last else None
-    return log.stopped is None and loss is not None and last["step"] == last["total"] and math.isfinite(loss)
+    if loss is None or last["step"] != last["total"]:
+        return "cut short"
+    return "" if math.isfinite(loss) else "non-finite"
 
 
 def group_warnings(name, done, unfinished):
@@ -479,7 +493,8 @@ def group_warnings(name, done, unfinished):
     if unfinished:
         paths = ", ".join(str(log.path) for log in unfinished)
         lines.append(f"warning: {name}: {len(unfinished)} log(s) without a finite val loss at their last step "
-                     f"(stopped or cut short) left out of the statistics: {paths}")
+                     f"(stopped, error, cut short or non-finite: the note column says which) left out of the "
+                     f"statistics: {paths}")
     for what, key in [("scripts", lambda log: log.script_name),
                       ("run lengths (num_iterations)", lambda log: log.steps[-1]["total"])]:
         values = sorted({key(log) for log in done})  # names or step counts, each sorted as what it is

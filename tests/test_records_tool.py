@@ -431,22 +431,42 @@ def test_compare_tolerates_noise_nan_and_stopped_runs(tmp_path):
     assert fields["n"] == "1"
 
 
-@pytest.mark.parametrize("last_line, status", [("error: KeyboardInterrupt: \n", "stopped"), ("", "")],
+@pytest.mark.parametrize("last_line, status", [("error: KeyboardInterrupt: \n", "error"), ("", "cut short")],
                          ids=["an error line", "killed outright"])
 def test_compare_leaves_out_a_run_cut_short(tmp_path, last_line, status):
-    """A log whose last step line is below its total (a run stopped mid-way, with the scripts' last error line, or
-    killed outright by SIGKILL or a lost node, its log just ending after the validation at step 10 of 20) has no
-    result: its last val loss, from an earlier step, does not enter the statistics."""
+    """A log whose last step line is below its total (a run stopped mid-way by Ctrl-C, with the scripts' last error
+    line: "error", not the "stopped" of a non-finite loss; or killed outright by SIGKILL or a lost node, its log just
+    ending after the validation at step 10 of 20: "cut short", not the blank of a finished run) has no result: its
+    last val loss, from an earlier step, does not enter the statistics."""
     full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
     cut = tmp_path / "cut.txt"
     text = make_log(cut, val_losses=(10.8, 4.0, 3.26)).read_text()
     cut.write_text(text[:text.index("step:11/20")] + last_line)
     result = tool("compare", full, cut)
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*{status}$", result.stdout, re.M), result.stdout
+    assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*\s{status}$", result.stdout, re.M), result.stdout
+    assert re.search(rf"^{re.escape(str(full))}\s.*\s20/20(\s+\S+){{3}}$", result.stdout, re.M)  # no note
     assert "cut short" in result.stderr and str(cut) in result.stderr
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1" and float(fields["mean"]) == 3.27
+
+
+def test_compare_notes_the_stop_not_a_failure_while_stopping(tmp_path):
+    """A run stopped for a non-finite loss whose shutdown then fails has both lines: the first is the cause."""
+    log = make_log(tmp_path / "log.txt", val_losses=(10.8, "nan"),
+                   extra_tail="stopped: non-finite train loss at step 20\nerror: RuntimeError: lost a rank\n")
+    result = tool("compare", log)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(log))}\s+nan\s.*\sstopped$", result.stdout, re.M), result.stdout
+
+
+def test_compare_notes_a_last_validation_that_is_not_finite_without_a_stopped_line(tmp_path):
+    full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
+    nan = make_log(tmp_path / "nan.txt", val_losses=(10.8, "nan"))
+    result = tool("compare", full, nan)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(nan))}\s+nan\s.*\s20/20\s.*\snon-finite$", result.stdout, re.M)
+    assert "non-finite: the note column says which" in result.stderr and str(nan) in result.stderr
 
 
 def test_compare_gives_no_p_value_without_spread_and_counts_a_file_once(tmp_path):
@@ -843,7 +863,7 @@ def test_real_log_is_parsed(run_a):
     assert [(row["step"], "step_avg" in row) for row in log.steps if "val_loss" in row] == [
         (0, False), (1, True), (2, True)]
     assert [row["step"] for row in log.steps if "train_loss" in row] == [1, 2]
-    assert log.peak_allocated_mib is None and log.stopped is None
+    assert log.peak_allocated_mib is None and log.end_line is None
     assert math.isfinite(float(log.last("val_loss")))
 
 
