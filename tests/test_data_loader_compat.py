@@ -1,6 +1,5 @@
 """The data tools and train_gpt.py agree: tokenizer output loads in its loader, same error texts."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,17 +20,12 @@ SEQ_LEN = 1024
 
 
 @pytest.fixture(scope="module")
-def tokenized(tmp_path_factory):
-    """sample.jsonl tokenized by data/fineweb.py into small shards (offline tiktoken)."""
-    shared = REPO_ROOT.parent / "shared"
-    sample = shared / "proxy" / "sample.jsonl"
-    if not sample.is_file():
-        pytest.fail(f"{sample} is missing: this test needs the shared sample corpus")
+def tokenized(tmp_path_factory, english_corpus, gpt2_env):
+    """conftest.py's generated corpus tokenized by data/fineweb.py into small shards."""
     out_dir = tmp_path_factory.mktemp("tokenized")
-    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(shared / "tokenizer" / "tiktoken_cache"))
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), str(sample),
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), str(english_corpus.path),
                              "--out", str(out_dir), "--shard_size", str(SHARD_SIZE), "--workers", "2"],
-                            env=env, capture_output=True, text=True, timeout=120)
+                            env=gpt2_env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return out_dir
 

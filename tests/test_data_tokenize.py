@@ -1,7 +1,7 @@
-"""Tests for data/fineweb.py on local inputs, run as the user runs it (subprocess, offline tiktoken)."""
+"""Tests for data/fineweb.py on local inputs, run as the user runs it (subprocess; tiktoken's GPT-2 files from
+../shared's cache where it exists, see conftest.py's gpt2_env)."""
 
 import importlib
-import json
 import os
 import signal
 import subprocess
@@ -18,16 +18,15 @@ sys.path.insert(0, str(REPO_ROOT / "data"))
 import fineweb  # noqa: E402
 import shards  # noqa: E402
 
-SHARD_SIZE = 50_000  # sample.jsonl holds ~323K tokens: 1 val + 6 train shards
+SHARD_SIZE = 50_000
+CORPUS_SHARDS = 7  # conftest.py's english_corpus holds 333,573 tokens: 1 val + 6 train shards of SHARD_SIZE
 
 
 @pytest.fixture
-def tokenizer_env(shared_dir, monkeypatch):
-    """Environment with tiktoken's GPT-2 files served from the shared offline cache."""
-    cache = shared_dir / "tokenizer" / "tiktoken_cache"
-    if not cache.is_dir():
-        pytest.fail(f"{cache} is missing: the tokenizer tests need the offline tiktoken cache")
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+def tokenizer_env(gpt2_env, monkeypatch):
+    """os.environ where tiktoken loads the GPT-2 encoding, in this process too (fineweb.main, the encoder)."""
+    if "TIKTOKEN_CACHE_DIR" in gpt2_env:
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", gpt2_env["TIKTOKEN_CACHE_DIR"])
     return dict(os.environ)
 
 
@@ -38,11 +37,8 @@ def encoder(tokenizer_env):
 
 
 @pytest.fixture
-def sample_jsonl(shared_dir):
-    path = shared_dir / "proxy" / "sample.jsonl"
-    if not path.is_file():
-        pytest.fail(f"{path} is missing: the tokenizer tests need the shared sample corpus")
-    return path
+def sample_jsonl(english_corpus):
+    return english_corpus.path
 
 
 def tokenize(env, *args):
@@ -66,8 +62,8 @@ def split_documents(stream):
     return [stream[a + 1:b] for a, b in zip(starts, list(starts[1:]) + [stream.size])]
 
 
-def test_jsonl_round_trip_split_and_determinism(tmp_path, tokenizer_env, encoder, sample_jsonl):
-    documents = [json.loads(line)["text"] for line in sample_jsonl.read_text().splitlines()]
+def test_jsonl_round_trip_split_and_determinism(tmp_path, tokenizer_env, encoder, english_corpus):
+    sample_jsonl, documents = english_corpus
     out_a = tmp_path / "a"
     result = tokenize(tokenizer_env, sample_jsonl, "--out", out_a,
                       "--shard_size", SHARD_SIZE, "--workers", 2)
@@ -79,7 +75,7 @@ def test_jsonl_round_trip_split_and_determinism(tmp_path, tokenizer_env, encoder
     assert sorted(p.name for p in out_a.iterdir()) == sorted(names)  # no .tmp leftovers
 
     sizes = [shards.read_header(p) for p in paths]
-    assert len(sizes) >= 3
+    assert len(sizes) == CORPUS_SHARDS
     assert all(size == SHARD_SIZE for size in sizes[:-1]) and 0 < sizes[-1] <= SHARD_SIZE
 
     stream = token_stream(paths)
@@ -182,7 +178,7 @@ def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, to
     assert tokenize(tokenizer_env, sample_jsonl, "--out", out_dir, "--workers", 1, "--shard_size",
                     SHARD_SIZE).returncode == 0
     before = {path.name: path.read_bytes() for path in shard_paths(out_dir)}
-    assert len(before) == 7
+    assert len(before) == CORPUS_SHARDS
     result = tokenize(tokenizer_env, late, "--out", out_dir, "--workers", 1, "--chunksize", 1,
                       "--shard_size", SHARD_SIZE, "--overwrite")
     assert result.returncode == 1
@@ -239,7 +235,7 @@ def test_a_stop_signal_to_the_process_group_midway_ends_in_one_line_and_leaves_n
     """Ctrl-C, and SIGTERM from kill, timeout or a job scheduler, reach every process of the group, the tokenizer
     processes too. multiprocessing.Pool hung in its shutdown where a worker died holding its queue's lock."""
     corpus = tmp_path / "big.jsonl"
-    corpus.write_bytes(sample_jsonl.read_bytes() * 20)  # ~6.5M tokens: seconds of work after the first shard
+    corpus.write_bytes(sample_jsonl.read_bytes() * 20)  # 6.7M tokens: seconds of work after the first shard
     out_dir = tmp_path / "out"
     run = subprocess.Popen([sys.executable, str(REPO_ROOT / "data" / "fineweb.py"), str(corpus), "--out",
                             str(out_dir), "--shard_size", str(SHARD_SIZE), "--workers", "2"], env=tokenizer_env,
