@@ -1831,9 +1831,9 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
     if args.device == "cuda" and launch_number("LOCAL_RANK", 0) >= torch.cuda.device_count():
-        raise SetupError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
-                         f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
-                         "one process per GPU")
+        raise LaunchError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
+                          f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
+                          "one process per GPU")
     if args.device == "cuda" and torch.cuda.get_device_capability() < (8, 9):
         major, minor = torch.cuda.get_device_capability()
         raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
@@ -1871,10 +1871,10 @@ def launch_ranks() -> tuple[int, int, int]:
     local_rank = launch_number("LOCAL_RANK", 0)
     if world_size >= 1 and rank >= world_size:  # a world size below 1 is check_machine's error
         raise LaunchError(f"RANK={rank} is not below the world size, {world_size} (WORLD_SIZE); unset RANK (left in "
-                         "the environment?), or launch with ./run.sh or torchrun")
+                          "the environment?), or launch with ./run.sh or torchrun")
     if local_rank > rank:
         raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
-                         "environment?), or launch with ./run.sh or torchrun")
+                          "environment?), or launch with ./run.sh or torchrun")
     return world_size, rank, local_rank
 
 
@@ -1945,7 +1945,8 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
     if world_size > 1:
         if missing := [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]:
             raise LaunchError(f"WORLD_SIZE={world_size} without {' or '.join(missing)}, which torchrun sets for the "
-                             "processes to meet; launch with ./run.sh or torchrun, or unset WORLD_SIZE for one process")
+                              "processes to meet; launch with ./run.sh or torchrun, or unset WORLD_SIZE for one "
+                              "process")
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
                                 **(dict(device_id=device) if device.type == "cuda" else {}))
     return device, Comm(rank, world_size)

@@ -482,7 +482,7 @@ def test_a_local_rank_past_the_gpus_is_one_error_line(monkeypatch, script):
     fake_gpu(monkeypatch, (9, 0))
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    with pytest.raises(script.SetupError) as error:
+    with pytest.raises(script.LaunchError) as error:  # printed by the process that has it, whatever its rank
         script.check_settings(script.Hyperparameters(), 2)
     assert str(error.value) == ("LOCAL_RANK=1, but this machine shows 1 GPU(s) (CUDA_VISIBLE_DEVICES=3); launch one "
                                 "process per GPU")
