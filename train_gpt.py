@@ -2079,26 +2079,36 @@ def end_log_with_errors(log: RunLog):
     sys.excepthook = hook
 
 
-class Stopped(Exception):
-    """SIGINT (Ctrl-C) or SIGTERM (timeout, a job scheduler, torchrun passing either on) during the run."""
+SIGNALS_THAT_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C; a timeout or scheduler; a closed terminal
+
+
+class Stopped(BaseException):
+    """A signal of SIGNALS_THAT_STOP during the run (torchrun passes them on). A BaseException, as KeyboardInterrupt
+    is, so that no `except Exception` on its way (torch's compiler has many) swallows it or wraps it in its own."""
 
     def __init__(self, signum: int):
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
 
 
-def stop_on_signals():
-    """SIGINT and SIGTERM raise Stopped in the main thread, once (torchrun sends SIGTERM after a Ctrl-C that the
-    ranks got too), so that both end a run with one line: SIGTERM used to end it with none, and Ctrl-C with a
-    traceback from every rank. A signal ignored at start stays ignored (a background job's SIGINT, as Python does)."""
+def stop_on_signals() -> dict:
+    """SIGNALS_THAT_STOP raise Stopped in the main thread, so that each ends a run with one line: SIGTERM used to end
+    it with none, and Ctrl-C with a traceback from every rank. A signal ignored at start stays ignored (a background
+    job's SIGINT, as Python does). Returns the handlers it replaced."""
     def stop(signum, frame):
-        for each in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(each, signal.SIG_IGN)
         raise Stopped(signum)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+    handlers = {signum: signal.getsignal(signum) for signum in SIGNALS_THAT_STOP}
+    for signum, handler in handlers.items():
+        if handler is not signal.SIG_IGN:
             signal.signal(signum, stop)
+    return handlers
+
+
+def restore_signals(handlers: dict):
+    """The handlers stop_on_signals replaced (None: one set outside Python, taken as the default)."""
+    for signum, handler in handlers.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def load_compile_cache(path: str) -> str | None:
@@ -2695,7 +2705,6 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
 
 
 def main():
-    stop_on_signals()
     args = parse_args(sys.argv[1:])
     world_size, rank, local_rank = launch_ranks()
     check_settings(args, world_size)
@@ -2788,6 +2797,8 @@ def exit_when_stopped(stopped: Stopped):
     """A signal: one line on the console (rank 0's) and as the log's last line; exit status 128 + the signal, as a
     shell gives a process the signal ends, without the interpreter's teardown (gloo's threads can abort it, and
     kernel builds in flight would hold it up)."""
+    for signum in SIGNALS_THAT_STOP:  # torchrun sends SIGTERM after a Ctrl-C the ranks got too: one line still
+        signal.signal(signum, signal.SIG_IGN)
     line = f"error: {stopped}"
     ERROR_LOG.write(line, console=False)
     if prints_errors(stopped):
@@ -2828,6 +2839,7 @@ def exit_with_out_of_memory(error: RuntimeError):
 
 
 if __name__ == "__main__":
+    handlers = stop_on_signals()
     try:
         main()
     except SetupError as error:
@@ -2840,3 +2852,5 @@ if __name__ == "__main__":
         exit_with_out_of_memory(error)
     except Stopped as stopped:
         exit_when_stopped(stopped)
+    finally:  # the run is over: a signal in the interpreter's teardown ends it as Python's own handlers would
+        restore_signals(handlers)

@@ -473,10 +473,10 @@ def finished(log):
 
 
 def status(log):
-    """The table's note: "stopped" (a non-finite train loss stopped it: its `stopped:` line), "error" (it failed
-    after its log opened, e.g. Ctrl-C or a crash: its `error:` line), "cut short" (its log ends before the last
-    step's validation without either line: killed outright), "non-finite" (that validation's loss is not finite), or
-    "" (finished: its loss is a result)."""
+    """The table's note: "stopped" (a non-finite train or validation loss stopped it: its `stopped:` line), "error"
+    (it failed after its log opened, e.g. a signal or a crash: its `error:` line), "cut short" (its log ends before
+    the last step's validation without either line: killed outright), "non-finite" (that validation's loss is not
+    finite, in a log from before such runs stopped), or "" (finished: its loss is a result)."""
     if log.end_line is not None:
         return log.end_line.partition(":")[0]
     last = log.steps[-1] if log.steps else None
