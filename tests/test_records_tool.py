@@ -485,7 +485,6 @@ def test_compare_gives_no_p_value_without_spread_and_counts_a_file_once(tmp_path
     assert fields["n"] == "1"
 
 
-
 def test_compare_counts_a_folder_named_twice_once(tmp_path):
     """Its second naming found only logs already counted: neither 'holds no run logs' nor an empty group."""
     for seed in (0, 1):
