@@ -149,8 +149,7 @@ def present_token_count(path: Path):
         return shards.read_header(path)
     except shards.ShardError as e:
         path.unlink()
-        reason = str(e).removeprefix(f"{path}: ").removesuffix("; re-download or re-tokenize it")  # the tool's fix
-        tqdm.write(f"removed {display_dir(path.parent)}{path.name}: {reason}; downloading it again", file=sys.stderr)
+        tqdm.write(f"removed {display_dir(path.parent)}{path.name}: {e.problem}; downloading it again", file=sys.stderr)
         return None
 
 

@@ -26,7 +26,6 @@ import shards
 from cli import counted
 
 GPT2_VOCAB_SIZE = 50257
-FIX = "re-download or re-tokenize it"
 
 
 def expand(patterns) -> tuple:
@@ -73,7 +72,7 @@ def check(path: str) -> tuple:
             issues.append(f"first token is {stats['first_token']}, not {shards.EOT} "
                           f"(every document starts with EOT)")
     if issues:
-        return None, f"{path}: {', '.join(issues)}; {FIX}"
+        return None, f"{path}: {', '.join(issues)}; {shards.FIX}"
     return stats, None
 
 

@@ -21,8 +21,15 @@ TOKEN_DTYPE = np.dtype("<u2")
 HEADER_DTYPE = np.dtype("<i4")
 
 
+FIX = "re-download or re-tokenize it"  # what every shard problem calls for
+
+
 class ShardError(ValueError):
     """A file is not a valid shard; the message names the file, the problem and the fix."""
+
+    def __init__(self, path, problem: str):
+        super().__init__(f"{path}: {problem}; {FIX}")
+        self.problem = problem
 
 
 def read_header(path) -> int:
@@ -32,27 +39,23 @@ def read_header(path) -> int:
     """
     size = os.path.getsize(path)
     if size < HEADER_BYTES:
-        raise ShardError(f"{path}: truncated: {size} bytes is shorter than the "
-                         f"{HEADER_BYTES}-byte header; re-download or re-tokenize it")
+        raise ShardError(path, f"truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header")
     with open(path, "rb") as f:
         header = np.frombuffer(f.read(HEADER_BYTES), dtype=HEADER_DTYPE)
     magic, version, n = (int(v) for v in header[:3])
     if magic != MAGIC:
-        raise ShardError(f"{path}: not a speedrun shard (magic {magic}, expected {MAGIC}); "
-                         f"re-download or re-tokenize it")
+        raise ShardError(path, f"not a speedrun shard (magic {magic}, expected {MAGIC})")
     if version != VERSION:
-        raise ShardError(f"{path}: unsupported shard version {version} (expected {VERSION}); "
-                         f"re-download or re-tokenize it")
+        raise ShardError(path, f"unsupported shard version {version} (expected {VERSION})")
     if n < 0:
-        raise ShardError(f"{path}: corrupt: the header's token count is negative ({n}); "
-                         f"re-download or re-tokenize it")
+        raise ShardError(path, f"corrupt: the header's token count is negative ({n})")
     expected = HEADER_BYTES + 2 * n
     if size < expected:
-        raise ShardError(f"{path}: truncated: header promises {n} tokens ({expected} bytes) "
-                         f"but the file has {size} bytes; re-download or re-tokenize it")
+        raise ShardError(path, f"truncated: header promises {n} tokens ({expected} bytes) but the file has "
+                               f"{size} bytes")
     if size > expected:
-        raise ShardError(f"{path}: corrupt: header promises {n} tokens ({expected} bytes) "
-                         f"but the file has {size} bytes; re-download or re-tokenize it")
+        raise ShardError(path, f"corrupt: header promises {n} tokens ({expected} bytes) but the file has "
+                               f"{size} bytes")
     return n
 
 
