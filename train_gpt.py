@@ -1715,6 +1715,8 @@ def check_numbers(args: Hyperparameters):
         value = getattr(args, f.name)
         if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
             raise SetupError(f"--{f.name}={value} must be a finite number >= 0")
+        if type(value) is int and f.name != "seed" and value >= 2**31:  # would overflow the tensors and loops it sizes
+            raise SetupError(f"--{f.name}={value} must be below 2^31")
     for name in ["adam_eps", "peak_tflops"]:
         if getattr(args, name) == 0:
             raise SetupError(f"--{name}=0 must be above 0")
@@ -1727,9 +1729,6 @@ def check_numbers(args: Hyperparameters):
                          f"decay = {decay:g} >= 1); lower --muon_weight_decay")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
-    for f in dataclasses.fields(args):  # bigger counts and sizes overflow the tensors and loops they size
-        if type(getattr(args, f.name)) is int and f.name != "seed" and getattr(args, f.name) >= 2**31:
-            raise SetupError(f"--{f.name}={getattr(args, f.name)} must be below 2^31")
 
 
 def check_shapes(args: Hyperparameters):
