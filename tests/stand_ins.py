@@ -1,7 +1,9 @@
 """Stand-ins for a model and optimizers that record what a training step hands them, and the check of a track's
-train_step built on them (both tracks' tests); stand-in shard tokens."""
+train_step built on them (both tracks' tests); stand-in shard tokens; a run started to be stopped by Ctrl-C."""
 
 import itertools
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,3 +79,15 @@ def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tup
     assert muon.seen == [[(muon_lr * m, mu)] for m, mu in zip(lr, momentum)]
     assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
     assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
+
+
+def popen_that_takes_ctrl_c(command: list[str], **kwargs) -> subprocess.Popen:
+    """subprocess.Popen(command, **kwargs) with SIGINT at its default in the child. pytest started as a shell's
+    background job (cmd &) has SIGINT ignored, and the run would inherit that (and keep it, as Python does); a
+    handler set here is reset to the default in the child."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(command, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+

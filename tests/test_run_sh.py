@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from data.shards import write_shard
+from stand_ins import popen_that_takes_ctrl_c
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
@@ -203,16 +204,11 @@ def test_a_signal_to_a_two_process_run_ends_in_one_line_and_128_plus_the_signal(
     documents = [np.concatenate([[50256], rng.integers(0, 1000, 511)]) for _ in range(801)]
     write_shard(tmp_path / "long_train_000001.bin", np.concatenate(documents))
     env = {"PYTHON": sys.executable, **os.environ, "NPROC": "2"}
-    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the ranks would inherit that (and
-    # keep it, as Python does). A handler here is reset to the default in the child.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        process = subprocess.Popen(["bash", str(REPO / "run.sh"), *TINY, *data_args(shards), "--num_iterations=400",
-                                    f"--train_files={tmp_path}/long_train_*.bin", "--grad_accum_steps=1",
-                                    f"--logs_dir={tmp_path}", "--run_id=stopped"], cwd=REPO, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+    process = popen_that_takes_ctrl_c(["bash", str(REPO / "run.sh"), *TINY, *data_args(shards), "--num_iterations=400",
+                                       f"--train_files={tmp_path}/long_train_*.bin", "--grad_accum_steps=1",
+                                       f"--logs_dir={tmp_path}", "--run_id=stopped"], cwd=REPO, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True)
     for line in process.stdout:
         if line.startswith("step:1/400"):  # both ranks are in the training loop
             break

@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "train_gpt.py"
 sys.path.insert(0, str(REPO_ROOT / "data"))
 from shards import write_shard  # noqa: E402
+from stand_ins import popen_that_takes_ctrl_c  # noqa: E402
 
 EOT = 50256
 TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
@@ -240,16 +241,10 @@ def test_a_signal_stops_the_run_with_one_line_on_the_console_and_in_the_log(data
 
     signum = getattr(signal, signal_name)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    # pytest started as a shell's background job (cmd &) has SIGINT ignored, and the run would inherit that (and keep
-    # it, as Python does). A handler here is reset to the default in the child.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        process = subprocess.Popen([sys.executable, str(REPO_ROOT / f"{script_name}.py"), *TINY, *data,
-                                    "--num_iterations=400", "--grad_accum_steps=1", f"--logs_dir={tmp_path}",
-                                    "--run_id=stopped"],
-                                   cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+    process = popen_that_takes_ctrl_c([sys.executable, str(REPO_ROOT / f"{script_name}.py"), *TINY, *data,
+                                       "--num_iterations=400", "--grad_accum_steps=1", f"--logs_dir={tmp_path}",
+                                       "--run_id=stopped"],
+                                      cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stdout:
         if line.startswith("log: "):
             break
