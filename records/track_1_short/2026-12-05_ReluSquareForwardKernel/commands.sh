@@ -14,3 +14,6 @@ timeout 60 python perf/base/relu_fwd_check.py
 timeout 500 bash perf/fullbatch_ab.sh short $OUT/ab perf/base/main_s60.py perf/base/relu_fwd.py
 # Call 8 (an H100, nothing run), then call 7 on it (warm), the probe as call7_relu_fwd_bench.py:
 timeout 90 python perf/base/relu_fwd_bench.py
+# Call 9 (an H100, nothing run): s60_call8.sh, the probe and the A/B on an H200 only
+# Call 10 (an H100, nothing run): the probe alone on an H200 only; calls 11-12 on it (warm):
+timeout 150 python perf/base/transpose_probe.py   # call 11: a first version with an assert; call 12: as kept
