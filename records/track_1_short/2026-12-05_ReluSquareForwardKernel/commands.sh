@@ -5,7 +5,8 @@
 # perf/base/main_s60.py = main 9b21816's train_gpt.py; perf/base/relu_fwd.py = branch perf/relu-square-forward's.
 # Call 1 (an H100), main 9b21816:
 bash perf/proxy.sh short $OUT/p
-# Call 2 (a fresh H100): the pass's probe (call2_relu_fwd_bench.py as perf/base/relu_fwd_bench.py)
+# Call 2 (a fresh H100): the pass's probe (call7_relu_fwd_bench.py without its three added measurements, as
+# perf/base/relu_fwd_bench.py)
 timeout 280 python perf/base/relu_fwd_bench.py
 # Call 3 (refused): the probe, call 4's check and call 5's A/B, on an H200 only
 # Call 4 (an H100, which ran nothing of call 3's script; then on it, warm):
