@@ -155,13 +155,21 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
+def print_help():
+    """The settings' list on stdout, exit code 0; a reader that closed the pipe early (| head -0) ends it quietly."""
+    try:
+        print(help_text(), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's flush raises again
+    sys.exit(0)
+
+
 def parse_args(argv: list[str]) -> Hyperparameters:
     defaults = {f.name: f.default for f in dataclasses.fields(Hyperparameters)}
     values = {}
     for arg in argv:
         if arg in ("-h", "--help"):
-            print(help_text())
-            sys.exit(0)
+            print_help()
         match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.DOTALL)
         if match is None:
             raise SetupError(f"malformed argument {arg!r}: write settings as --name=value (see --help)")

@@ -95,6 +95,19 @@ def test_help_lists_every_field_with_its_default(capsys, script, iterations, win
     assert f"--window_pattern={window_pattern} " in out
 
 
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_help_into_a_closed_pipe_exits_quietly(script):
+    """`--help | head -0`: the reader is gone before the list is written; no BrokenPipeError traceback, exit code 0."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, script, "--help"], cwd=REPO_ROOT, stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--num_iterationz=5"], "unknown setting --num_iterationz (see --help for the list)"),
     (["--num_iterations"], "malformed argument '--num_iterations': write settings as --name=value (see --help)"),
