@@ -2477,8 +2477,8 @@ def exit_with_out_of_memory(error: RuntimeError):
     first_line = first_line if gpu else first_line.split("DefaultCPUAllocator: ")[-1]  # after its source position
     torch_says = ". ".join(first_line.split(". ")[:3]).rstrip(".")
     world_size, rank, _ = launch_ranks()  # valid: main checked them before anything could run out of memory
-    which_rank = f"rank {rank}: " if world_size > 1 else ""
-    line = (f"error: {which_rank}out of {'GPU' if gpu else 'CPU'} memory in {'validation' if in_validation else 'training'} "
+    who = f"rank {rank}: " if world_size > 1 else ""
+    line = (f"error: {who}out of {'GPU' if gpu else 'CPU'} memory in {'validation' if in_validation else 'training'} "
             f"({torch_says}); {fix}, or stop the {'GPU' if gpu else 'machine'}'s other processes")
     ERROR_LOG.write(line, console=False)
     print(line, file=sys.stderr)
