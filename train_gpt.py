@@ -774,11 +774,11 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
                                      HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, HEADS_BLOCK: tl.constexpr,
                                      HAS_VE: tl.constexpr, ROWWISE_FP8: tl.constexpr):
     """The gradients of qkv (all of it) and of the value embedding, and this block's sums for the two lambdas'. With
-    ROWWISE_FP8 also qkv's gradient in e4m3 with one scale per token (as rowwise_float8 makes it from the bf16
-    gradient) for the QKV projection's FP8 grad_x: then a program takes whole tokens (BLOCK_ROWS / HEADS_BLOCK of
-    them, heads padded to a power of two); without, BLOCK_ROWS (token, head) rows in order (no padded rows: 26 us
-    less a call at 6 heads). The incoming gradients may have any token and head strides (FlexAttention's backward
-    picks their layout)."""
+    ROWWISE_FP8 qkv's gradient in e4m3 with one scale per token instead of bf16 (as rowwise_float8 makes it from the
+    bf16 gradient; grad_qkv_ptr then only names the bf16 dtype it rounds to) for the QKV projection's FP8 GEMMs: then
+    a program takes whole tokens (BLOCK_ROWS / HEADS_BLOCK of them, heads padded to a power of two); without,
+    BLOCK_ROWS (token, head) rows in order (no padded rows: 26 us less a call at 6 heads). The incoming gradients may
+    have any token and head strides (FlexAttention's backward picks their layout)."""
     if ROWWISE_FP8:
         r = tl.arange(0, BLOCK_ROWS)
         token, head = tl.program_id(0) * (BLOCK_ROWS // HEADS_BLOCK) + r // HEADS_BLOCK, r % HEADS_BLOCK
@@ -795,9 +795,6 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
     g1, g2 = load_halves(grad_v_ptr, grad_at, mask, HALF)
     v1, v2 = load_halves(qkv_ptr, src + heads * 4 * HALF, mask, HALF)
     gv1, gv2 = g1 * tl.load(lambdas_ptr), g2 * tl.load(lambdas_ptr)
-    store_halves(grad_qkv_ptr, src, mask, q1, q2, HALF)
-    store_halves(grad_qkv_ptr, src + heads * 2 * HALF, mask, k1, k2, HALF)
-    store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, gv1, gv2, HALF)
     tl.store(lambda_sums_ptr + 2 * tl.program_id(0), tl.sum(tl.sum(g1 * v1 + g2 * v2, 1), 0))
     if HAS_VE:
         e1, e2 = load_halves(ve_ptr, dst, mask, HALF)
@@ -808,6 +805,10 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
     if ROWWISE_FP8:
         store_tokens_rowwise_float8(grad_qkv_ptr, grad_f8_ptr, grad_scale_ptr, src, mask, tokens, heads, q1, q2, k1, k2,
                                     gv1, gv2, HALF, BLOCK_ROWS // HEADS_BLOCK, HEADS_BLOCK)
+    else:
+        store_halves(grad_qkv_ptr, src, mask, q1, q2, HALF)
+        store_halves(grad_qkv_ptr, src + heads * 2 * HALF, mask, k1, k2, HALF)
+        store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, gv1, gv2, HALF)
 
 
 ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
@@ -844,8 +845,9 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
 def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                      lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH,
                                      rowwise_fp8: bool = False):
-    """The gradients of qkv, of the two lambdas and of the value embedding (None without one), and with rowwise_fp8
-    qkv's gradient as rowwise_float8 of it (tokens x 3 heads head_dim, e4m3; the scales tokens x 1), else None."""
+    """The gradients of qkv, of the two lambdas and of the value embedding (None without one), and None; with
+    rowwise_fp8 qkv's gradient as rowwise_float8 of it (tokens x 3 heads head_dim, e4m3; the scales tokens x 1) in
+    the last place and None in the first (its bf16 values are not stored)."""
     grad_q, grad_k, grad_v = (g.reshape(-1, *g.shape[-2:]) for g in grads)  # tokens x heads x head_dim views
     if len({g.stride() for g in (grad_q, grad_k, grad_v)}) > 1 or grad_q.stride(-1) != 1:
         grad_q, grad_k, grad_v = (g.contiguous() for g in (grad_q, grad_k, grad_v))
@@ -858,13 +860,15 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
         blocks = triton.cdiv(tokens, block_rows // heads_block)
     else:
         blocks = triton.cdiv(tokens * heads, block_rows)
-    grad_qkv, lambda_sums = torch.empty_like(qkv), qkv.new_empty(blocks, 2, dtype=torch.float32)
+    grad_qkv = None if rowwise_fp8 else torch.empty_like(qkv)
+    lambda_sums = qkv.new_empty(blocks, 2, dtype=torch.float32)
     grad_ve = torch.empty_like(ve) if ve is not None else None
     grad_f8 = qkv.new_empty(tokens, 3 * heads * head_dim, dtype=torch.float8_e4m3fn) if rowwise_fp8 else None
     grad_scale = qkv.new_empty(tokens, 1, dtype=torch.float32) if rowwise_fp8 else None
     attention_inputs_backward_kernel[(blocks,)](
-        qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v, grad_qkv,
-        grad_ve if ve is not None else grad_qkv, lambda_sums, grad_f8 if rowwise_fp8 else qkv,
+        qkv, cos, sin, lambdas, ve if ve is not None else qkv, grad_q, grad_k, grad_v,
+        qkv if grad_qkv is None else grad_qkv, grad_ve if ve is not None else qkv, lambda_sums,
+        grad_f8 if rowwise_fp8 else qkv,
         grad_scale if rowwise_fp8 else lambda_sums, tokens, heads, RMS_EPS, grad_q.stride(0), grad_q.stride(1),
         HALF=head_dim // 2, BLOCK_ROWS=block_rows, HEADS_BLOCK=heads_block, HAS_VE=ve is not None,
         ROWWISE_FP8=rowwise_fp8, num_warps=num_warps)
@@ -899,8 +903,9 @@ def attention_inputs_backward_torch(grads: tuple[Tensor, Tensor, Tensor], qkv: T
     grad_lambdas = torch.stack([(grad_v * v).sum(), ve_sum]).to(lambdas.dtype)
     grad_ve = (lambdas[1] * grad_v).to(ve.dtype) if ve is not None else None
     grad_qkv = grad_qkv.to(qkv.dtype)
-    rowwise = rowwise_float8(grad_qkv.flatten(-2).flatten(0, -2)) if rowwise_fp8 else None
-    return grad_qkv, grad_lambdas, grad_ve, rowwise
+    if rowwise_fp8:
+        return None, grad_lambdas, grad_ve, rowwise_float8(grad_qkv.flatten(-2).flatten(0, -2))
+    return grad_qkv, grad_lambdas, grad_ve, None
 
 
 def attention_kernel_fits(head_dim: int) -> bool:
@@ -934,12 +939,13 @@ def attention_inputs_backward(grad_q: Tensor, grad_k: Tensor, grad_v: Tensor, qk
                               lambdas: Tensor, ve: Tensor | None,
                               rowwise_fp8: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The gradients of qkv, lambdas and ve (empty without one), and with rowwise_fp8 qkv's gradient in rowwise e4m3
-    and its scales (both empty without): the kernel on the GPU, torch elsewhere."""
+    and its scales instead of bf16 (empty in the places not taken): the kernel on the GPU, torch elsewhere."""
     backward = attention_inputs_backward_triton if takes_attention_kernel(qkv) else attention_inputs_backward_torch
     grad_qkv, grad_lambdas, grad_ve, rowwise = backward((grad_q, grad_k, grad_v), qkv, cos, sin, lambdas, ve,
                                                         rowwise_fp8=rowwise_fp8)
     grad_f8, grad_scale = rowwise if rowwise is not None else (qkv.new_empty(0), qkv.new_empty(0))
-    return grad_qkv, grad_lambdas, grad_ve if grad_ve is not None else qkv.new_empty(0), grad_f8, grad_scale
+    return (grad_qkv if grad_qkv is not None else qkv.new_empty(0), grad_lambdas,
+            grad_ve if grad_ve is not None else qkv.new_empty(0), grad_f8, grad_scale)
 
 
 @attention_inputs_backward.register_fake
@@ -949,7 +955,8 @@ def _(grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=False):
     tokens = qkv.numel() // width
     grad_f8 = qkv.new_empty(tokens, width, dtype=torch.float8_e4m3fn) if rowwise_fp8 else qkv.new_empty(0)
     grad_scale = qkv.new_empty(tokens, 1, dtype=torch.float32) if rowwise_fp8 else qkv.new_empty(0)
-    return torch.empty_like(qkv), torch.empty_like(lambdas), grad_ve, grad_f8, grad_scale
+    grad_qkv = qkv.new_empty(0) if rowwise_fp8 else torch.empty_like(qkv)
+    return grad_qkv, torch.empty_like(lambdas), grad_ve, grad_f8, grad_scale
 
 
 def _attention_inputs_setup_context(ctx, inputs, output):
@@ -967,28 +974,80 @@ def _attention_inputs_grad(ctx, grad_q, grad_k, grad_v):
 attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attention_inputs_setup_context)
 
 
+@triton.jit
+def row_scaled_transposed_kernel(src_ptr, multipliers_ptr, out_t_ptr, rows, cols, limit, BLOCK: tl.constexpr):
+    """out_t (cols x rows) = (src * multipliers[row]).T in out_t's dtype, saturating at +-limit, a square block per
+    program (the layout swapped through shared memory, as transpose_kernel's)."""
+    first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    local = tl.arange(0, BLOCK)
+    row_in = first_row + local < rows
+    mask = row_in[:, None] & (first_col + local < cols)[None, :]
+    multipliers = tl.load(multipliers_ptr + first_row + local, mask=row_in, other=0.0)
+    block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
+                    mask=mask, other=0.0).to(tl.float32) * multipliers[:, None]
+    block = tl.clamp(block, -limit, limit, propagate_nan=tl.PropagateNan.ALL).to(out_t_ptr.dtype.element_ty)
+    tl.store(out_t_ptr + first_col.to(tl.int64) * rows + first_row + local[:, None] * rows + local[None, :],
+             tl.trans(block), mask=tl.trans(mask))
+
+
+def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = torch.float8_e4m3fn,
+                          launch: tuple = FLOAT8_BOTH_WAYS_LAUNCH) -> Tensor:
+    """(t * multipliers).T in dtype (e4m3 in training, saturating; any float dtype for tests under Triton's
+    interpreter, whose float8 casts misround) for a 2-D t and a multiplier per row (rows x 1, fp32)."""
+    rows, cols = t.shape
+    out_t, (block, num_warps) = t.new_empty(cols, rows, dtype=dtype), launch
+    row_scaled_transposed_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
+        t, multipliers, out_t, rows, cols, torch.finfo(torch.float8_e4m3fn).max, BLOCK=block, num_warps=num_warps)
+    return out_t
+
+
+@torch.library.custom_op("nanogpt::fp8_qkv_weight_grad", mutates_args=())
+def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x: Tensor, x_scale: Tensor) -> Tensor:
+    """The QKV weight's gradient, sum over tokens t of grad_t^T x_t in fp32, on the FP8 tensor cores (precise
+    accumulation: the sum runs over the tokens). grad_f8 (tokens x width, e4m3) and grad_scale (tokens x 1) are the
+    gradient as rowwise_float8 makes it, x (tokens x dim, bf16) the projection's input and x_scale its rowwise scales
+    (max |x_t| / 448). A sum over the tokens cannot take a scale per token, so each token's gradient scale moves onto
+    x's row: grad_t^T x_t = (grad_t / s_t)^T (s_t x_t); x then goes to e4m3 with one scale, the largest s_t * max|x_t|
+    / 448, so that its largest row reaches 448. Both operands token-major, as the FP8 tensor cores take them: the
+    gradient's bytes by transpose_kernel, x's scaled copy by row_scaled_transposed_kernel on the GPU (inductor stored
+    such copies a byte at a time); torch's copies elsewhere."""
+    x_total_scale = (grad_scale * x_scale).amax().clamp_min(1e-30)
+    multipliers = grad_scale / x_total_scale
+    if grad_f8.is_cuda:
+        grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x.contiguous(), multipliers)
+    else:
+        grad_t = grad_f8.T.contiguous()
+        x_t = to_float8(x.float() * multipliers, 1.0, torch.float8_e4m3fn).T.contiguous()
+    return scaled_mm(grad_t, x_t.T, 1.0, x_total_scale, torch.float32, fast_accum=False)
+
+
+@fp8_qkv_weight_grad.register_fake
+def _(grad_f8, grad_scale, x, x_scale):
+    return grad_f8.new_empty(grad_f8.size(1), x.size(1), dtype=torch.float32)
+
+
 class FP8AttentionInputs(torch.autograd.Function):
     """attention_inputs(x @ w.T) (x: batch x tokens x dim, w: 3 heads head_dim x dim) with the QKV projection on the
     FP8 tensor cores in e4m3 with a scale per row (rowwise scaling, torchao's float8 recipes 2024: each scale from its
     own row, which the kernel that makes the row can take): the forward from x and w (the norm before it computes x's
-    scales), grad_x from qkv's gradient that attention_inputs_backward's kernel also writes in e4m3, with a scale per
-    token. The weight's gradient, a sum over the tokens, stays bf16 as F.linear's (--fp8_qkv)."""
+    scales); grad_x and the weight's gradient (fp8_qkv_weight_grad) from qkv's gradient, which
+    attention_inputs_backward's kernel writes in e4m3 with a scale per token (--fp8_qkv)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
                 head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
-        qkv = rowwise_scaled_mm(*rowwise_float8(x.flatten(0, 1)), *rowwise_float8(w))
-        qkv = qkv.view(*x.shape[:2], -1, head_dim)
-        ctx.save_for_backward(x, w, qkv, cos, sin, lambdas, ve)
+        x_f8, x_scale = rowwise_float8(x.flatten(0, 1))
+        qkv = rowwise_scaled_mm(x_f8, x_scale, *rowwise_float8(w)).view(*x.shape[:2], -1, head_dim)
+        ctx.save_for_backward(x, x_scale, w, qkv, cos, sin, lambdas, ve)
         return attention_inputs(qkv, cos, sin, lambdas, ve)
 
     @staticmethod
     def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):
-        x, w, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
-        grad_qkv, grad_lambdas, grad_ve, grad_f8, grad_scale = attention_inputs_backward(
+        x, x_scale, w, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
+        _, grad_lambdas, grad_ve, grad_f8, grad_scale = attention_inputs_backward(
             grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=True)
         grad_x = rowwise_scaled_mm(grad_f8, grad_scale, *rowwise_float8(w.T.contiguous())).view_as(x)
-        grad_w = (grad_qkv.flatten(-2).flatten(0, 1).T @ x.flatten(0, 1)).type_as(w)
+        grad_w = fp8_qkv_weight_grad(grad_f8, grad_scale, x.flatten(0, 1), x_scale).type_as(w)
         return grad_x, grad_w, None, None, grad_lambdas, grad_ve if ve is not None else None, None
 
 
@@ -2202,6 +2261,10 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
             launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
                          functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
                                            rowwise_fp8=args.fp8_qkv)]
+        if args.fp8_qkv:  # fp8_qkv_weight_grad's copies of the e4m3 gradient and of x
+            grad_f8 = torch.zeros(rows, 3 * heads * head_dim, device=device, dtype=torch.float8_e4m3fn)
+            launches += [functools.partial(transposed, grad_f8),
+                         functools.partial(row_scaled_transposed, x, torch.zeros(rows, 1, device=device))]
     return launches
 
 

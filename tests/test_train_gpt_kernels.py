@@ -832,8 +832,9 @@ def fp8_attention_case(seed: int = 3, heads: int = 2, head_dim: int = 32):
 
 def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_products():
     """--fp8_qkv: q, k, v are attention_inputs of the rowwise float8 product; x's gradient is the rowwise float8
-    product of qkv's bf16 gradient and w (rounded there, not equal to bf16's); w's, the lambdas' and ve's gradients
-    are exactly the bf16 path's."""
+    product of qkv's bf16 gradient and w (rounded there, not equal to bf16's); w's is the float8 product of that
+    rowwise gradient and x with each token's gradient scale on x's row (fp8_qkv_weight_grad); the lambdas' and ve's
+    gradients are exactly the bf16 path's."""
     x, w, cos, sin, lambdas, ve, grads = fp8_attention_case()
     leaves = [t.clone().requires_grad_() for t in (x, w, lambdas, ve)]
     outputs = train_gpt.fp8_attention_inputs(leaves[0], leaves[1], cos, sin, leaves[2], leaves[3], 32)
@@ -849,8 +850,63 @@ def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_product
     assert torch.equal(leaves[0].grad.flatten(0, 1), ((g_f8.float() * g_s) @ (wt_f8.float() * wt_s).T).bfloat16())
     bf16_grad_x = grad_qkv @ w.bfloat16()
     assert 1e-3 < (leaves[0].grad.flatten(0, 1) - bf16_grad_x).float().norm() / bf16_grad_x.float().norm() < 0.06
-    assert torch.equal(leaves[1].grad, (grad_qkv.T @ x.flatten(0, 1)).float())
+    x_total_scale = (g_s * x_s).amax()
+    x_f8_scaled = train_gpt.to_float8(x.flatten(0, 1).float() * (g_s / x_total_scale), 1.0, torch.float8_e4m3fn)
+    torch.testing.assert_close(leaves[1].grad, g_f8.float().T @ (x_f8_scaled.float() * x_total_scale), rtol=1e-5,
+                               atol=1e-9)
+    bf16_grad_w = (grad_qkv.T @ x.flatten(0, 1)).float()
+    assert 1e-3 < (leaves[1].grad - bf16_grad_w).norm() / bf16_grad_w.norm() < 0.06
     assert torch.equal(leaves[2].grad, reference[0].grad) and torch.equal(leaves[3].grad, reference[1].grad)
+
+
+@pytest.mark.parametrize("rows, cols, launch", [(70, 130, (64, 4)), (16, 64, (64, 4)), (33, 20, (16, 2))])
+def test_row_scaled_transposed_kernel_is_the_scaled_rows_transposed_and_saturated(interpreted_kernel, rows, cols,
+                                                                                 launch):
+    """In fp32 (the interpreter's float8 casts misround): every entry times its row's multiplier, clamped to e4m3's
+    range, in the transposed place; partial blocks both ways."""
+    gen = torch.Generator().manual_seed(11)
+    t = torch.randn(rows, cols, generator=gen).bfloat16()
+    multipliers = torch.rand(rows, 1, generator=gen) * 300
+    multipliers[0] = 1e4  # row 0 saturates
+    out_t = train_gpt.row_scaled_transposed(t, multipliers, torch.float32, launch)
+    assert out_t.shape == (cols, rows)
+    assert torch.equal(out_t, (t.float() * multipliers).clamp(-448, 448).T)
+    assert out_t[:, 0].abs().max() == 448
+
+
+def test_row_scaled_transposed_kernel_in_e4m3_is_torchs_cast_up_to_the_interpreters_rounding(interpreted_kernel):
+    t = torch.randn(70, 130, generator=torch.Generator().manual_seed(12)).bfloat16()
+    multipliers = torch.rand(70, 1, generator=torch.Generator().manual_seed(13)) * 100
+    out_t = train_gpt.row_scaled_transposed(t, multipliers)
+    expected = train_gpt.to_float8(t.float() * multipliers, 1.0, torch.float8_e4m3fn).T
+    assert out_t.dtype == torch.float8_e4m3fn and float8_steps_apart(out_t, expected).all()
+    assert (out_t.view(torch.uint8) != expected.view(torch.uint8)).float().mean() < 0.1
+
+
+def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
+    """Tokens whose gradients differ by 2^10 in size: the gradient's rowwise e4m3 values against x in e4m3 with each
+    token's scale on its row give the weight gradient to e4m3's precision (a scale applied to the wrong operand, or
+    left out, is off by orders of magnitude); x's largest scaled entry reaches 448."""
+    gen = torch.Generator().manual_seed(14)
+    x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16()
+    grad = torch.randn(TOKENS, 3 * 64, generator=gen) * 2.0 ** torch.randint(-10, 1, (TOKENS, 1), generator=gen)
+    grad_f8, grad_scale = train_gpt.rowwise_float8(grad.bfloat16())
+    x_scale = train_gpt.rowwise_float8(x)[1]
+    ours = train_gpt.fp8_qkv_weight_grad(grad_f8, grad_scale, x, x_scale)
+    exact = grad.bfloat16().double().T @ x.double()
+    assert ours.dtype == torch.float32 and ours.shape == (3 * 64, DIM)
+    assert (ours.double() - exact).norm() / exact.norm() < 0.05
+    multipliers = grad_scale / (grad_scale * x_scale).amax()
+    assert (x.float() * multipliers).abs().max().item() == pytest.approx(448, rel=1e-2)
+
+
+@pytest.mark.parametrize("test_util", ["test_faketensor", "test_aot_dispatch_dynamic",
+                                       pytest.param("test_schema", marks=pytest.mark.skip(reason=FP8_NO_COMPARE))])
+def test_fp8_qkv_weight_grad_opcheck(test_util):
+    x = F.rms_norm(torch.randn(TOKENS, DIM), (DIM,)).bfloat16()
+    grad_f8, grad_scale = train_gpt.rowwise_float8(torch.randn(TOKENS, 3 * 64).bfloat16())
+    args = (grad_f8, grad_scale, x, train_gpt.rowwise_float8(x)[1])
+    assert torch.library.opcheck(train_gpt.fp8_qkv_weight_grad, args, test_utils=test_util) == {test_util: "SUCCESS"}
 
 
 def test_only_the_qkv_projection_is_fp8_and_only_in_training(monkeypatch):
@@ -982,17 +1038,17 @@ def float8_steps_apart(ours: torch.Tensor, expected: torch.Tensor) -> torch.Tens
                                                    (6, 5, (4, 4))])  # heads padded to 8 or 4; partial blocks
 def test_attention_inputs_backward_kernel_writes_qkvs_gradient_in_rowwise_e4m3_too(interpreted_kernel, heads, tokens,
                                                                                    launch):
-    """With rowwise_fp8 the kernel also writes qkv's gradient as rowwise_float8 makes it from the bf16 gradient (a
-    scale per token over all heads of q, k and v), and every other output stays as without it (the lambdas' sums up to
-    their order: the two ways block the rows differently)."""
+    """With rowwise_fp8 the kernel writes qkv's gradient as rowwise_float8 makes it from the bf16 gradient (a scale
+    per token over all heads of q, k and v) instead of the bf16 gradient, and every other output stays as without it
+    (the lambdas' sums up to their order: the two ways block the rows differently)."""
     qkv, cos, sin, lambdas, ve, grads = attention_case(train_gpt, tokens, True, heads=heads)
     grads = (grads[0], grads[1] * 8, grads[2] / 8)  # a token's largest entry may lie in q, k or v
     plain = train_gpt.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)
     *outputs, (grad_f8, grad_scale) = train_gpt.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve,
                                                                                  launch, rowwise_fp8=True)
-    assert plain[3] is None and torch.equal(outputs[0], plain[0]) and torch.equal(outputs[2], plain[2])
+    assert plain[3] is None and outputs[0] is None and torch.equal(outputs[2], plain[2])
     torch.testing.assert_close(outputs[1], plain[1], rtol=1e-5, atol=1e-5)
-    expected_f8, expected_scale = train_gpt.rowwise_float8(outputs[0].flatten(-2).flatten(0, -2))
+    expected_f8, expected_scale = train_gpt.rowwise_float8(plain[0].flatten(-2).flatten(0, -2))
     assert grad_f8.dtype == torch.float8_e4m3fn and grad_f8.shape == (tokens, 3 * heads * 32)
     torch.testing.assert_close(grad_scale, expected_scale, rtol=2 ** -7, atol=0)  # the interpreter's bf16 rounding
     assert float8_steps_apart(grad_f8, expected_f8).all()
