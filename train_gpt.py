@@ -82,7 +82,7 @@ class Hyperparameters:
     fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
                                      "maximum, with 2x headroom (1 = every row, no headroom)")
     fp8_qkv: bool = setting(True, "the attention's QKV projection on the FP8 tensor cores in training (e4m3, a scale "
-                            "per token and per output feature): its forward and input gradient; the weight's in bf16")
+                            "per token and per output feature): its forward, input gradient and weight gradient")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
     window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
