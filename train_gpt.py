@@ -845,9 +845,9 @@ def attention_inputs_triton(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tens
 def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: Tensor, cos: Tensor, sin: Tensor,
                                      lambdas: Tensor, ve: Tensor | None, launch: tuple = ATTENTION_INPUTS_LAUNCH,
                                      rowwise_fp8: bool = False):
-    """The gradients of qkv, of the two lambdas and of the value embedding (None without one), and None; with
-    rowwise_fp8 qkv's gradient as rowwise_float8 of it (tokens x 3 heads head_dim, e4m3; the scales tokens x 1) in
-    the last place and None in the first (its bf16 values are not stored)."""
+    """The gradients of qkv, of the two lambdas and of the value embedding (None without one), then None. With
+    rowwise_fp8 qkv's gradient is None (its bf16 values are not stored) and the last place holds it as rowwise_float8
+    makes it (tokens x 3 heads head_dim, e4m3; the scales tokens x 1)."""
     grad_q, grad_k, grad_v = (g.reshape(-1, *g.shape[-2:]) for g in grads)  # tokens x heads x head_dim views
     if len({g.stride() for g in (grad_q, grad_k, grad_v)}) > 1 or grad_q.stride(-1) != 1:
         grad_q, grad_k, grad_v = (g.contiguous() for g in (grad_q, grad_k, grad_v))
