@@ -221,7 +221,12 @@ def qkv_weight_grad_times(width: int, dim: int, tokens: int = 49152):
     op_ms = do_bench(lambda: tg.fp8_qkv_weight_grad(grad_f8, grad_scale, x, x_scale))
     bf16_ms = do_bench(lambda: grad.T @ x)
     print(f"time QKV weight gradient at {tokens} tokens: fp8_qkv_weight_grad {op_ms * 1000:.1f} us, bf16 GEMM "
-          f"{bf16_ms * 1000:.1f} us")
+          f"{bf16_ms * 1000:.1f} us; its gradient's transpose {do_bench(lambda: tg.transposed(grad_f8)) * 1000:.1f} us")
+    multipliers = grad_scale / (grad_scale * x_scale).amax()
+    for launch in [tg.FLOAT8_BOTH_WAYS_LAUNCH, (64, 8), (128, 4), (128, 8)]:  # BLOCK, num_warps
+        ms = do_bench(lambda: tg.row_scaled_transposed(x, multipliers, launch=launch))
+        print(f"time row_scaled_transposed of x ({tokens}, {dim}) bf16 to e4m3, BLOCK={launch[0]} warps={launch[1]}: "
+              f"{ms * 1000:.1f} us")
 
 
 def fused_head_ce_checks() -> list[bool]:
