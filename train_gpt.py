@@ -1001,6 +1001,13 @@ def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = t
     return out_t
 
 
+def weight_grad_x_scales(grad_scale: Tensor, x_scale: Tensor) -> tuple[Tensor, Tensor]:
+    """For fp8_qkv_weight_grad: x's one e4m3 scale once each token's gradient scale s_t is on its row (the largest
+    s_t * max|x_t| / 448, from x's rowwise scales), and each row's multiplier s_t / that scale."""
+    x_total_scale = (grad_scale * x_scale).amax().clamp_min(1e-30)
+    return x_total_scale, grad_scale / x_total_scale
+
+
 @torch.library.custom_op("nanogpt::fp8_qkv_weight_grad", mutates_args=())
 def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x: Tensor, x_scale: Tensor) -> Tensor:
     """The QKV weight's gradient, sum over tokens t of grad_t^T x_t in fp32, on the FP8 tensor cores (precise
@@ -1011,8 +1018,7 @@ def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x: Tensor, x_scale:
     / 448, so that its largest row reaches 448. Both operands token-major, as the FP8 tensor cores take them: the
     gradient's bytes by transpose_kernel, x's scaled copy by row_scaled_transposed_kernel on the GPU (inductor stored
     such copies a byte at a time); torch's copies elsewhere."""
-    x_total_scale = (grad_scale * x_scale).amax().clamp_min(1e-30)
-    multipliers = grad_scale / x_total_scale
+    x_total_scale, multipliers = weight_grad_x_scales(grad_scale, x_scale)
     if grad_f8.is_cuda:
         grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x.contiguous(), multipliers)
     else:

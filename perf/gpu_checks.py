@@ -187,10 +187,10 @@ def fp8_qkv_checks() -> list[bool]:
     wt_f8, wt_s = tg.rowwise_float8(w.detach().T.contiguous())
     grad_x_emulated = tg.rowwise_scaled_mm(grad_f8.cpu(), grad_scale.cpu(), wt_f8.cpu(), wt_s.cpu())
     grad_x_exact = qkv.grad.flatten(-2).flatten(0, 1).double() @ w.detach().double()
-    x_flat, x_scale = x.detach().flatten(0, 1), x_s
-    grad_w_emulated = tg.fp8_qkv_weight_grad(grad_f8.cpu(), grad_scale.cpu(), x_flat.cpu(), x_scale.cpu())
+    x_flat = x.detach().flatten(0, 1)
+    grad_w_emulated = tg.fp8_qkv_weight_grad(grad_f8.cpu(), grad_scale.cpu(), x_flat.cpu(), x_s.cpu())
     grad_w_exact = qkv.grad.flatten(-2).flatten(0, 1).double().T @ x_flat.double()
-    multipliers = grad_scale / (grad_scale * x_scale).amax()
+    multipliers = tg.weight_grad_x_scales(grad_scale, x_s)[1]
     x_t = tg.row_scaled_transposed(x_flat, multipliers)
     x_t_torch = tg.to_float8(x_flat.float() * multipliers, 1.0, torch.float8_e4m3fn).T
     x_t_unequal = (x_t.view(torch.uint8) != x_t_torch.view(torch.uint8)).float().mean().item()
@@ -222,7 +222,7 @@ def qkv_weight_grad_times(width: int, dim: int, tokens: int = 49152):
     bf16_ms = do_bench(lambda: grad.T @ x)
     print(f"time QKV weight gradient at {tokens} tokens: fp8_qkv_weight_grad {op_ms * 1000:.1f} us, bf16 GEMM "
           f"{bf16_ms * 1000:.1f} us; its gradient's transpose {do_bench(lambda: tg.transposed(grad_f8)) * 1000:.1f} us")
-    multipliers = grad_scale / (grad_scale * x_scale).amax()
+    multipliers = tg.weight_grad_x_scales(grad_scale, x_scale)[1]
     for launch in [tg.FLOAT8_BOTH_WAYS_LAUNCH, (64, 8), (128, 4), (128, 8)]:  # BLOCK, num_warps
         ms = do_bench(lambda: tg.row_scaled_transposed(x, multipliers, launch=launch))
         print(f"time row_scaled_transposed of x ({tokens}, {dim}) bf16 to e4m3, BLOCK={launch[0]} warps={launch[1]}: "

@@ -90,4 +90,3 @@ def popen_that_takes_ctrl_c(command: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(command, **kwargs)
     finally:
         signal.signal(signal.SIGINT, inherited)
-
