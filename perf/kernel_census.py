@@ -5,6 +5,9 @@ profiled step into categories, so that the many short kernels the 30 leave out a
 python perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [script args...]  ->  the run
     (the track script's own main, every kernel listed), then the tables from its log D/R.txt.
 python perf/kernel_census.py --log=PATH --steps=N  ->  the tables from an existing log of N profiled steps.
+python perf/kernel_census.py --log=A --steps=N --compare=B  ->  A's tables, then B's kernels against A's: ms a
+    profiled step by kernel name (inductor's trailing build number dropped: it shifts between versions of a script),
+    the largest changes first (both logs of N profiled steps, e.g. a branch's against main's).
 Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the group's longest kernels.
 """
 import os
@@ -116,6 +119,31 @@ def report(log_text: str, steps: int, own_kernels: set[str]) -> list[str]:
     return coverage + table(rows, "kind", steps) + table(rows, "phase", steps)
 
 
+def by_kernel(rows: list[KernelLine], steps: int) -> dict[str, tuple[float, float]]:
+    """ms and calls a step by kernel name, without inductor's trailing build number (the same kernel is `..._12` in
+    one version of a script and `..._13` in another)."""
+    totals = {}
+    for row in rows:
+        name = re.sub(r"_\d+$", "", row.name)
+        ms, calls = totals.get(name, (0.0, 0))
+        totals[name] = (ms + row.ms, calls + row.calls)
+    return {name: (ms / steps, calls / steps) for name, (ms, calls) in totals.items()}
+
+
+def comparison(rows_a: list[KernelLine], rows_b: list[KernelLine], steps: int, count: int = 20) -> list[str]:
+    """B's kernels against A's, the count largest changes of ms a step first."""
+    a, b = by_kernel(rows_a, steps), by_kernel(rows_b, steps)
+    change = {name: b.get(name, (0.0, 0))[0] - a.get(name, (0.0, 0))[0] for name in a.keys() | b.keys()}
+    total = sum(ms for ms, _ in b.values()) - sum(ms for ms, _ in a.values())
+    lines = [f"== B - A by kernel: ms a profiled step ({total:+.2f} ms in all), A's and B's ms / calls a step, the "
+             f"{count} largest changes"]
+    for name in sorted(change, key=lambda n: (-abs(change[n]), n))[:count]:
+        (ms_a, calls_a), (ms_b, calls_b) = a.get(name, (0.0, 0)), b.get(name, (0.0, 0))
+        lines.append(f"{change[name]:+8.2f}  A {ms_a:7.2f} / {calls_a:5.0f}  B {ms_b:7.2f} / {calls_b:5.0f}  "
+                     f"{name[:120]}")
+    return lines
+
+
 def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
     """Runs the track's main with every kernel listed; returns its log's path and its count of profiled steps."""
     needed = {name: option_values(argv, name)[-1:] for name in ("profile_steps", "logs_dir", "run_id")}
@@ -136,8 +164,12 @@ def main(argv: list[str]):
         log, steps = Path(log[-1]), int(steps[-1])
     else:
         raise SystemExit("usage: perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [args...]"
-                         " | --log=PATH --steps=N")
-    print("\n".join(report(log.read_text(), steps, script_kernels())))
+                         " | --log=PATH --steps=N [--compare=PATH]")
+    own_kernels = script_kernels()
+    print("\n".join(report(log.read_text(), steps, own_kernels)))
+    if other := option_values(argv, "compare"):
+        rows = [census(path.read_text(), own_kernels) for path in (log, Path(other[-1]))]
+        print("\n".join(comparison(*rows, steps)))
 
 
 if __name__ == "__main__":

@@ -76,3 +76,25 @@ def test_the_functions_it_widens_still_take_a_count(track):
 def test_a_run_without_a_readable_log_path_stops_before_running():
     with pytest.raises(SystemExit, match="give --profile_steps, --logs_dir and --run_id"):
         kernel_census.run_track("short", ["--profile_steps=2", "--device=cpu"])
+
+
+def test_compare_lists_the_changed_kernels_by_name_without_inductors_build_numbers(tmp_path, capsys):
+    """B's log: the flex backward renumbered (_1 -> _7) and 2 ms faster, the pointwise kernel gone, a new kernel; the
+    changes come largest first, a renumbered kernel as one line, and the total is B's listed time less A's."""
+    changed = (MADE_UP_LOG.replace("kernel 10.0 ms in 4 calls: triton_tem_fused_flex_attention_backward_1",
+                                   "kernel 6.0 ms in 4 calls: triton_tem_fused_flex_attention_backward_7")
+               .replace(f"kernel 3.0 ms in 6 calls: triton_poi_fused_add_2 [from {FORWARD}]\n", "")
+               + f"kernel 1.0 ms in 2 calls: gated_rowwise_float8_kernel [from {FORWARD}]\n")
+    rows = [kernel_census.census(text, {"gated_rowwise_float8_kernel"}) for text in (MADE_UP_LOG, changed)]
+    lines = kernel_census.comparison(*rows, steps=2, count=3)
+    assert lines[0].startswith("== B - A by kernel: ms a profiled step (-3.00 ms in all)")
+    assert [line.split()[0] for line in lines[1:]] == ["-2.00", "-1.50", "+0.50"]
+    assert lines[1].endswith("triton_tem_fused_flex_attention_backward") and "A    5.00 /     2  B    3.00 /     2" \
+        in lines[1]
+    assert lines[2].endswith("triton_poi_fused_add") and lines[3].endswith("gated_rowwise_float8_kernel")
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(MADE_UP_LOG)
+    b.write_text(changed)
+    kernel_census.main([f"--log={a}", "--steps=2", f"--compare={b}"])
+    out = capsys.readouterr().out
+    assert "== by kind" in out and out.count("== B - A by kernel") == 1 and "triton_poi_fused_add\n" in out
