@@ -40,6 +40,17 @@ def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...]) -> int | N
     return 2
 
 
+def unknown_track_error(args: list[str], tracks) -> int | None:
+    """2 after one line naming the first of args that is not one of tracks' names; None when all are (or none is
+    given: the benches then take every track)."""
+    unknown = [arg for arg in args if arg not in tracks]
+    if not unknown:
+        return None
+    print(f"error: unknown argument {unknown[0]!r}: name tracks among {', '.join(tracks)}, or none for all (see "
+          "--help)", file=sys.stderr)
+    return 2
+
+
 def no_gpu_error(tool: str, cpu_hint: str = "") -> int | None:
     """2 after one line saying that tool needs the NVIDIA GPU torch does not see (cpu_hint: what runs without one);
     None when torch sees one."""

@@ -22,6 +22,8 @@ from triton.testing import do_bench
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import no_gpu_error, option_list, unknown_track_error  # noqa: E402
 
 OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the default choice
     "default": {},
@@ -39,9 +41,39 @@ SCALE = 0.12  # the scripts' attention scale (with QK-norm)
 SHAPES = {"short": ("track 1", short, 48 * 1024, 6), "medium": ("track 2", medium, 64 * 1024, 8)}  # tokens, heads
 
 
+PROXY_VAL = "data/proxy/proxy_val_*.bin"  # the first shard's first tokens are the benches' documents
+
+
 def proxy_tokens(count: int) -> torch.Tensor:
-    path = sorted(glob.glob("data/proxy/proxy_val_*.bin"))[0]
+    path = sorted(glob.glob(PROXY_VAL))[0]
     return torch.from_numpy(np.fromfile(path, dtype=np.uint16, offset=1024)[:count].astype(np.int64)).cuda()
+
+
+def proxy_data_error(tokens: int) -> int | None:
+    """2 after one line when the first proxy validation shard is missing, not a valid shard or shorter than the
+    tokens a bench takes; None when it holds them."""
+    paths = sorted(glob.glob(PROXY_VAL))
+    try:
+        held = short.read_shard_header(paths[0]) if paths else 0
+    except short.DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if held >= tokens:
+        return None
+    where = f"{paths[0]} holds {held}" if paths else f"no file matches {PROXY_VAL}"
+    print(f"error: the bench takes the first {tokens} tokens of a proxy validation shard, but {where}; copy the "
+          "proxy shards into data/proxy/ (on the device, perf/proxy_common.sh's unpack_proxy_data does)",
+          file=sys.stderr)
+    return 2
+
+
+def setup_error(tracks: list[str], tool: str) -> int | None:
+    """flex_bench's and varlen_bench's checks before any work: track names, a GPU, the proxy documents."""
+    if (answer := unknown_track_error(tracks, SHAPES)) is not None:
+        return answer
+    if (answer := no_gpu_error(tool)) is not None:
+        return answer
+    return proxy_data_error(max(SHAPES[name][2] for name in tracks or SHAPES))
 
 
 def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor, float, float]:
@@ -61,7 +93,7 @@ def time_attention(q, k, v, mask, options) -> tuple[float, torch.Tensor, float, 
     return ms, out, forward_s, backward_s
 
 
-def main(tracks: list[str], option_names: list[str]):
+def run(tracks: list[str], option_names: list[str]):
     torch.manual_seed(0)
     for track, script, tokens, heads in (SHAPES[name] for name in tracks or SHAPES):
         docs = (proxy_tokens(tokens) == script.EOT_TOKEN).cumsum(0)
@@ -91,10 +123,21 @@ def main(tracks: list[str], option_names: list[str]):
                   f"{results.get('default', float('nan')):.3f} ms")
 
 
+def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__.strip())
+        return 0
+    chosen = option_list(argv, "options") or list(OPTIONS)
+    if unknown := [name for name in chosen if name not in OPTIONS]:
+        print(f"error: unknown option set {unknown[0]!r} in --options; choose from {', '.join(OPTIONS)}",
+              file=sys.stderr)
+        return 2
+    tracks = [arg for arg in argv if not arg.startswith("--options=")]
+    if (answer := setup_error(tracks, "perf/flex_bench.py")) is not None:
+        return answer
+    run(tracks, chosen)
+    return 0
+
+
 if __name__ == "__main__":
-    chosen = next((arg.split("=", 1)[1].split(",") for arg in sys.argv[1:] if arg.startswith("--options=")),
-                  list(OPTIONS))
-    unknown = set(chosen) - set(OPTIONS)
-    if unknown:
-        sys.exit(f"error: unknown option sets {sorted(unknown)}; choose from {', '.join(OPTIONS)}")
-    main([arg for arg in sys.argv[1:] if not arg.startswith("--")], chosen)
+    sys.exit(main(sys.argv[1:]))

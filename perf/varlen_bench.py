@@ -18,7 +18,7 @@ from torch.nn.attention.varlen import varlen_attn
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flex_bench import SCALE, SHAPES, proxy_tokens, time_attention  # noqa: E402
+from flex_bench import SCALE, SHAPES, proxy_tokens, setup_error, time_attention  # noqa: E402
 
 
 def document_starts(docs: torch.Tensor) -> torch.Tensor:
@@ -42,7 +42,7 @@ def forward_backward_ms(attend, inputs, grad) -> tuple[float, torch.Tensor]:
     return ms, out
 
 
-def main(tracks: list[str]):
+def run(tracks: list[str]):
     torch.manual_seed(0)
     for track, script, tokens, heads in (SHAPES[name] for name in tracks or SHAPES):
         docs = (proxy_tokens(tokens) == script.EOT_TOKEN).cumsum(0)
@@ -71,5 +71,15 @@ def main(tracks: list[str]):
                   + f"; varlen - flex tokens: {difference:.2e} at most")
 
 
+def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__.strip())
+        return 0
+    if (answer := setup_error(argv, "perf/varlen_bench.py")) is not None:
+        return answer
+    run(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
