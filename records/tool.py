@@ -550,10 +550,8 @@ def check_png(png):
     """--png: a .png name and matplotlib to draw it, checked before the table."""
     if Path(png).suffix.lower() != ".png":
         raise ToolError(f"--png {png}: give a file name ending in .png")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ToolError("--png needs matplotlib: pip install matplotlib (or leave --png out)") from None
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ToolError("--png needs matplotlib: pip install matplotlib (or leave --png out)")
 
 
 def cmd_compare(args):
