@@ -26,11 +26,18 @@ def option_list(argv: list[str], name: str) -> list[str]:
     return [item for value in option_values(argv, name) for item in value.split(",") if item]
 
 
+def printed_help(argv: list[str], doc: str) -> bool:
+    """Whether argv asks for -h or --help, after printing the usage (doc, the module's docstring) if it does."""
+    if "-h" in argv or "--help" in argv:
+        print(doc.strip())
+        return True
+    return False
+
+
 def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...]) -> int | None:
     """A bench's answer to a command line it does not run: 0 after printing its usage (doc, the module's docstring)
     for -h or --help, 2 after one line naming the first argument not among its flags; None when it should run."""
-    if "-h" in argv or "--help" in argv:
-        print(doc.strip())
+    if printed_help(argv, doc):
         return 0
     unknown = [arg for arg in argv if arg not in flags]
     if not unknown:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import no_gpu_error, option_list, unknown_track_error  # noqa: E402
+from bench_common import no_gpu_error, option_list, printed_help, unknown_track_error  # noqa: E402
 
 OPTIONS = {  # kernel_options of torch's FlexAttention templates; {} is the default choice
     "default": {},
@@ -124,8 +124,7 @@ def run(tracks: list[str], option_names: list[str]):
 
 
 def main(argv: list[str]) -> int:
-    if "-h" in argv or "--help" in argv:
-        print(__doc__.strip())
+    if printed_help(argv, __doc__):
         return 0
     chosen = option_list(argv, "options") or list(OPTIONS)
     if unknown := [name for name in chosen if name not in OPTIONS]:

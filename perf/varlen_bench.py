@@ -18,6 +18,7 @@ from torch.nn.attention.varlen import varlen_attn
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import printed_help  # noqa: E402
 from flex_bench import SCALE, SHAPES, proxy_tokens, setup_error, time_attention  # noqa: E402
 
 
@@ -72,8 +73,7 @@ def run(tracks: list[str]):
 
 
 def main(argv: list[str]) -> int:
-    if "-h" in argv or "--help" in argv:
-        print(__doc__.strip())
+    if printed_help(argv, __doc__):
         return 0
     if (answer := setup_error(argv, "perf/varlen_bench.py")) is not None:
         return answer
