@@ -26,12 +26,19 @@ def report(run_gpu_compiler):
     return run_report(run_gpu_compiler)
 
 
-def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_function_unit(run_gpu_compiler):
+def launched_kernels(repo_root, script: str) -> set[str]:
+    """The script's Triton kernels: the @triton.jit functions named ..._kernel (the others are their helpers)."""
+    source = (repo_root / script).read_text()
+    return set(re.findall(r"^@triton\.jit\b.*\ndef (\w+_kernel)\(", source, flags=re.M))
+
+
+def test_track_2s_head_kernel_takes_half_its_first_pass_exps_off_the_special_function_unit(run_gpu_compiler,
+                                                                                             repo_root):
     """Track 2's kernel (8 entries a thread a loop iteration): the first pass takes 8 rsqrt and 4 ex2 on the unit
     (the other 4 exps on the FMA units), 96 cycles a warp; the second 8 and 8, 128."""
     lines = run_report(run_gpu_compiler, "train_gpt_medium.py")
-    assert set(lines) == {"sym_matmul_kernel", "softcap_ce_kernel", "attention_inputs_kernel",
-                          "attention_inputs_backward_kernel", "relu_square_gemm_kernel"}
+    assert set(lines) == launched_kernels(repo_root, "train_gpt_medium.py")
+    assert len(lines) == 5
     assert [mufu for _, mufu in lines["softcap_ce_kernel"][-1]] == [96, 128]
 
 
@@ -55,9 +62,9 @@ def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_t
     assert default["relu_square_gemm_kernel"][2] <= 232_448  # shared bytes of the last line, the backward
 
 
-def test_every_kernel_of_track_1_is_reported(report):
-    assert set(report) == {"sym_matmul_kernel", "softcap_ce_kernel", "transpose_kernel", "attention_inputs_kernel",
-                           "attention_inputs_backward_kernel"}
+def test_every_kernel_of_track_1_is_reported(report, repo_root):
+    assert set(report) == launched_kernels(repo_root, "train_gpt.py")
+    assert len(report) == 8
 
 
 def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
