@@ -58,6 +58,9 @@ def unknown_track_error(args: list[str], tracks) -> int | None:
     return 2
 
 
+TINY_CPU_HINT = " (--tiny runs small shapes on the CPU)"  # no_gpu_error's cpu_hint for the benches with --tiny
+
+
 def no_gpu_error(tool: str, cpu_hint: str = "") -> int | None:
     """2 after one line saying that tool needs the NVIDIA GPU torch does not see (cpu_hint: what runs without one);
     None when torch sees one."""

@@ -9,7 +9,7 @@ way, an op of the script's own kernels: 0.986 ms).
 
 python perf/embedding_bench.py [--tiny]  ->  one line a way: ms for the four tables' forward + backward, and its weight
 gradients' largest error from the fp32 sums, relative to the largest entry (one bf16 rounding of the sums: 2^-8 at
-most). --tiny: small shapes and random ids on the CPU, timed by the clock (the test runs this).
+most). --tiny: small shapes and random ids on the CPU, timed by the clock (the test runs this). --help prints this.
 """
 import glob
 import sys
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import timed_us  # noqa: E402
+from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 PROXY_SHARDS = str(ROOT / "data" / "proxy" / "proxy_train_*.bin")
@@ -44,7 +44,11 @@ def forward_backward(run, ids, tables, grad_out):
 
 
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
+    if not tiny and (answer := no_gpu_error("perf/embedding_bench.py", TINY_CPU_HINT)):
+        return answer
     device = "cpu" if tiny else "cuda"
     tokens, vocab, dim = (512, 1000, 64) if tiny else (49152, 50304, 768)
     gen = torch.Generator(device).manual_seed(1)

@@ -3,7 +3,8 @@ when track 2's profile (session 27) listed the head's cuBLAS kernel 16 times a s
 and session 27 measured the chunks no faster (perf/NOTES.md).
 
 python perf/head_gemm_bench.py [--tiny]  ->  one line per (GEMM, chunks): microseconds, TFLOP/s, kernel launches a
-call. --tiny: small shapes on the CPU, timed by the clock, without track 1's FP8 GEMM (the test runs this).
+call. --tiny: small shapes on the CPU, timed by the clock, without track 1's FP8 GEMM (the test runs this). --help
+prints this.
 """
 import functools
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import timed_us  # noqa: E402
+from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
 
 
 def cuda_kernels(run) -> list:
@@ -49,7 +50,11 @@ def report(name: str, run, flops: float, tiny: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
+    if not tiny and (answer := no_gpu_error("perf/head_gemm_bench.py", TINY_CPU_HINT)):
+        return answer
     device = "cpu" if tiny else "cuda"
     gen = torch.Generator(device).manual_seed(0)
     tokens, dim, vocab = (256, 64, 320) if tiny else (65536, 1024, 50304)  # track 2's step

@@ -5,7 +5,7 @@ at ~750 TFLOP/s on average: a GEMM well below that is the next place to look (ru
 
 python perf/medium_gemm_bench.py [--tiny]  ->  one line per (GEMM, order): microseconds, TFLOP/s, launches, the
 longest kernel's name. --tiny: small shapes on the CPU, timed by the clock, checking that both orders give the same
-product (the test runs this).
+product (the test runs this). --help prints this.
 """
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from head_gemm_bench import cuda_kernels  # noqa: E402
-from bench_common import timed_us  # noqa: E402
+from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
 
 
 def gemms(tokens: int, dim: int, hidden: int, device: str) -> dict:
@@ -44,7 +44,11 @@ def kernels_launched(run, tiny: bool) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
+    if not tiny and (answer := no_gpu_error("perf/medium_gemm_bench.py", TINY_CPU_HINT)):
+        return answer
     device = "cpu" if tiny else "cuda"
     tokens, dim, hidden = (256, 64, 256) if tiny else (65536, 1024, 4096)
     for name, (left, right) in gemms(tokens, dim, hidden, device).items():

@@ -5,9 +5,10 @@ of launch configurations of the kernel, against inductor's kernel for the same t
 before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and whether its bytes equal those of
 the torch ops run eagerly (run on a GPU; a miscompiled one pass shows as fewer equal bytes).
 
-python perf/mlp_bench.py  ->  one line per configuration and number of passes, then the script's and the best.
---tiny runs a small shape and two configurations on the CPU, the kernel under Triton's interpreter (its float32
+python perf/mlp_bench.py [--tiny]  ->  one line per configuration and number of passes, then the script's and the
+best. --tiny runs a small shape and two configurations on the CPU, the kernel under Triton's interpreter (its float32
 outputs cast to float8 by torch) and the torch ops uncompiled, to check this script (tests/test_perf_mlp_bench.py).
+--help prints this.
 """
 import itertools
 import sys
@@ -17,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt  # noqa: E402
-from bench_common import timed_us  # noqa: E402
+from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
 
 CONFIGS = list(itertools.product((32, 64, 128), (64, 128, 256), (4, 8)))  # BLOCK_ROWS, BLOCK_COLS, num_warps
 TINY_CONFIGS = [train_gpt.RELU_SQUARE_LAUNCH, (32, 64, 4)]
@@ -60,8 +61,12 @@ def equal_share(ours, theirs) -> float:
 
 
 def main(argv: list[str]) -> int:
-    train_gpt.configure_triton_builds()  # as the training run builds the kernel
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
+    if not tiny and (answer := no_gpu_error("perf/mlp_bench.py", TINY_CPU_HINT)):
+        return answer
+    train_gpt.configure_triton_builds()  # as the training run builds the kernel
     device = torch.device("cpu" if tiny else "cuda")
     rows, cols = (256, 384) if tiny else (49152, 3072)
     args = inputs(rows, cols, device)
