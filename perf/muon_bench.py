@@ -5,10 +5,10 @@ products as the script calls them (X X^T and a I + b A + c A A in the symmetric 
 bmm), each beside cuBLAS's plain bmm of the same product, and the update as one baddbmm (a X + poly X, the script's
 call before session 25), with TFLOP/s counted as full products (2 m m n): which part is slow.
 
-python perf/muon_bench.py [short|medium ...]  ->  per track (both when none is named) a line, then a parts line per
-shape group. The first step's seconds are mostly the update's compile: run with TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
-for a cold figure.
---tiny runs small shapes on the CPU, without compiling, to check this script.
+python perf/muon_bench.py [short|medium ...] [--tiny]  ->  per track (both when none is named) a line, then a parts
+line per shape group. The first step's seconds are mostly the update's compile: run with
+TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) for a cold figure.
+--tiny runs small shapes on the CPU, without compiling, to check this script. --help prints this.
 """
 import sys
 import time
@@ -19,6 +19,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import TINY_CPU_HINT, no_gpu_error, unknown_track_error, usage_or_error  # noqa: E402
 
 TRACKS = {"short": short, "medium": medium}
 NEWTON_SCHULZ_DTYPES = {"short": torch.bfloat16, "medium": torch.float16}  # orthogonalize's in each track
@@ -92,9 +94,15 @@ def newton_schulz_parts(name: str, script, stack: torch.Tensor, device: torch.de
 
 
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error([arg for arg in argv if arg.startswith("-")], __doc__, ("--tiny",))) is not None:
+        return answer
     tiny = "--tiny" in argv
-    names = [a for a in argv if a != "--tiny"] or list(TRACKS)
-    for name in names:
+    names = [arg for arg in argv if not arg.startswith("-")]
+    if (answer := unknown_track_error(names, TRACKS)) is not None:
+        return answer
+    if not tiny and (answer := no_gpu_error("perf/muon_bench.py", TINY_CPU_HINT)):
+        return answer
+    for name in names or TRACKS:
         print(bench(name, tiny))
     return 0
 

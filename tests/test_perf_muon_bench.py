@@ -6,6 +6,9 @@ import re
 import subprocess
 import sys
 
+import pytest
+import torch
+
 
 def test_tiny_run_reports_both_tracks_with_their_matrix_counts(repo_root):
     result = subprocess.run([sys.executable, "perf/muon_bench.py", "--tiny"], cwd=repo_root, capture_output=True,
@@ -34,3 +37,37 @@ def test_tiny_run_reports_both_tracks_with_their_matrix_counts(repo_root):
     # track 2: 15 QKVO stacks of 4, 16 up and 16 down projections
     assert counts == {"short": (79, 3), "medium": (92, 3)}
     assert {name: sum(batches) for name, batches in parts.items()} == {"short": 79, "medium": 92}
+
+
+@pytest.fixture
+def muon_bench(repo_root):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import muon_bench
+    return muon_bench
+
+
+def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(muon_bench, capsys):
+    assert muon_bench.main(["short", "--help"]) == 0
+    out, err = capsys.readouterr()
+    assert "python perf/muon_bench.py [short|medium ...] [--tiny]  ->" in out and err == ""
+    assert muon_bench.main(["short", "--tiny", "--bogus"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
+
+
+def test_an_unknown_track_is_one_line_naming_it(muon_bench, capsys):
+    """Was a KeyError after the first track's bench had run."""
+    assert muon_bench.main(["--tiny", "short", "long"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: unknown argument 'long': name tracks among short, medium, or none for all (see --help)"]
+
+
+def test_without_a_gpu_it_is_one_line_that_points_to_tiny(muon_bench, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert muon_bench.main(["medium"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: perf/muon_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); "
+        "run it on the GPU machine (--tiny runs small shapes on the CPU)"]
