@@ -34,15 +34,18 @@ def printed_help(argv: list[str], doc: str) -> bool:
     return False
 
 
-def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...]) -> int | None:
+def usage_or_error(argv: list[str], doc: str, flags: tuple[str, ...], valued: tuple[str, ...] = ()) -> int | None:
     """A bench's answer to a command line it does not run: 0 after printing its usage (doc, the module's docstring)
-    for -h or --help, 2 after one line naming the first argument not among its flags; None when it should run."""
+    for -h or --help, 2 after one line naming the first argument that is neither among its flags nor one of its
+    --name=VALUE options (valued: their names); None when it should run."""
     if printed_help(argv, doc):
         return 0
-    unknown = [arg for arg in argv if arg not in flags]
+    prefixes = tuple(f"--{name}=" for name in valued)
+    unknown = [arg for arg in argv if arg not in flags and not arg.startswith(prefixes)]
     if not unknown:
         return None
-    takes = f"its only options are {' '.join(flags)}" if flags else "it takes no arguments"
+    options = [*flags, *(f"{prefix}..." for prefix in prefixes)]
+    takes = f"its only options are {' '.join(options)}" if options else "it takes no arguments"
     print(f"error: unknown argument {unknown[0]!r}: {takes} (see --help)", file=sys.stderr)
     return 2
 

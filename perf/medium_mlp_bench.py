@@ -14,16 +14,18 @@ A layer's epilogues save, forward, the write and the read of h (1.07 GB) and the
 read), and backward, grad_a's write and read (1.07 GB); that pays only if the Triton GEMM keeps within ~10% of cuBLAS
 at K = 1,024.
 
-python perf/medium_mlp_bench.py  ->  per pass, the torch path, then one line per launch configuration (tile shape,
-warps, stages, whether the epilogue stores each tile in two halves, programs an SM) with its TFLOP/s and its largest
-difference from the torch path's output, then the script's (MLP_LAUNCH of the pass) and the best. Two programs an SM
-are tried with 128 x 128 tiles, whose two, at 2 or 3 stages, fit in an SM's shared memory (perf/kernel_report.py).
+python perf/medium_mlp_bench.py [--tiny] [--warps=N,...] [--script=PATH] [--best_script=PATH]  ->  per pass, the
+torch path, then one line per launch configuration (tile shape, warps, stages, whether the epilogue stores each tile in
+two halves, programs an SM) with its TFLOP/s and its largest difference from the torch path's output, then the
+script's (MLP_LAUNCH of the pass) and the best. Two programs an SM are tried with 128 x 128 tiles, whose two, at 2 or
+3 stages, fit in an SM's shared memory (perf/kernel_report.py).
 --tiny runs a small shape and three configurations (one tile shape, the epilogue whole and split, split with two
 programs a "SM") on the CPU in float32, the kernel under Triton's interpreter
 (tests/test_perf_medium_mlp_bench.py). --best_script=PATH also writes a copy of train_gpt_medium.py whose
 MLP_LAUNCH holds each pass's fastest launch (perf/ab.sh runs it next to the script). --script=PATH benches the
 kernel of another copy of the script (e.g. a branch's, in perf/base/) instead of the repository's. --warps=8 keeps
-the configurations with that warp count (a list: 4,8; the script's launch always runs on the GPU).
+the configurations with that warp count (a list: 4,8; the script's launch always runs on the GPU). --help prints
+this.
 """
 import itertools
 import re
@@ -33,7 +35,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import option_list, option_values, timed_us  # noqa: E402
+from bench_common import TINY_CPU_HINT, no_gpu_error, option_list, option_values, timed_us, usage_or_error  # noqa: E402
 from track_scripts import load_script  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
@@ -95,11 +97,38 @@ def write_script_with_launches(script: Path, path: str, launches: dict) -> None:
     print(f"best launches written to {path}")
 
 
+def path_error(argv: list[str]) -> int | None:
+    """2 after one line when a --script names no file or a --best_script a file in no folder; None when none does."""
+    for script in option_values(argv, "script"):
+        if not Path(script).is_file():
+            print(f"error: --script={script}: no such file; give a copy of train_gpt_medium.py (see --help)",
+                  file=sys.stderr)
+            return 2
+    for path in option_values(argv, "best_script"):
+        if not Path(path).parent.is_dir():
+            print(f"error: --best_script={path}: no folder {Path(path).parent} to write it in; create it or give "
+                  "another path", file=sys.stderr)
+            return 2
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if (answer := usage_or_error(argv, __doc__, ("--tiny",), ("script", "warps", "best_script"))) is not None:
+        return answer
+    if (answer := path_error(argv)) is not None:
+        return answer
+    tiny = "--tiny" in argv
+    warps = option_list(argv, "warps")
+    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS) if not warps or str(launch[4]) in warps]
+    if not configs:
+        print(f"error: --warps={','.join(warps)}: no configuration has those warp counts (the table's: 4, 8)",
+              file=sys.stderr)
+        return 2
+    if not tiny and (answer := no_gpu_error("perf/medium_mlp_bench.py", TINY_CPU_HINT)):
+        return answer
     script = Path((option_values(argv, "script") or [SCRIPT])[-1])
     medium = load_script(script)
     medium.configure_triton_builds()  # as the training run builds the kernel
-    tiny = "--tiny" in argv
     device = torch.device("cpu" if tiny else "cuda")
     rows, dim, hidden = (256, 128, 384) if tiny else (65536, 1024, 4096)
     dtype = torch.float32 if tiny else torch.bfloat16  # the interpreter's TMA loads of bf16 read garbage
@@ -109,12 +138,6 @@ def main(argv: list[str]) -> int:
     proj_w = (torch.randn(dim, hidden, device=device, generator=gen) * hidden ** -0.5).to(dtype)
     teraflop = 2 * rows * dim * hidden / 1e12
     row_scale = medium.reciprocal_rms(x)
-    warps = option_list(argv, "warps")
-    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS) if not warps or str(launch[4]) in warps]
-    if not configs:
-        print(f"--warps={','.join(warps)}: no configuration has those warp counts (the table's: 4, 8)",
-              file=sys.stderr)
-        return 2
 
     def launches(name: str) -> tuple[list, tuple]:
         """The configurations for the pass, with the script's launch first on the GPU whatever --warps keeps (the

@@ -32,3 +32,15 @@ def test_kernel_census_imports_no_track_script():
            "print(sorted(m for m in sys.modules if m.startswith('train_gpt')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_usage_or_error_takes_valued_options_by_name_and_names_them_in_its_error(capsys):
+    doc = "python perf/x.py [--tiny] [--warps=N,...]  ->  lines"
+    assert bench_common.usage_or_error(["--warps=4,8", "--tiny", "--warps=8"], doc, ("--tiny",), ("warps",)) is None
+    assert bench_common.usage_or_error(["--warps"], doc, ("--tiny",), ("warps",)) == 2  # the option without its value
+    assert bench_common.usage_or_error(["--tiny=1", "--warp=4"], doc, ("--tiny",), ("warps",)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: unknown argument '--warps': its only options are --tiny --warps=... (see --help)",
+        "error: unknown argument '--tiny=1': its only options are --tiny --warps=... (see --help)"]
+    assert bench_common.usage_or_error(["--help", "--bogus"], doc, ("--tiny",), ("warps",)) == 0
+    assert capsys.readouterr().out == doc + "\n"

@@ -8,6 +8,9 @@ import functools
 import re
 import sys
 
+import pytest
+import torch
+
 
 def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, require_interpreted, capsys):
     sys.path.insert(0, str(repo_root / "perf"))
@@ -76,4 +79,48 @@ def test_warps_option_keeps_the_configurations_with_those_warp_counts(repo_root,
     summaries = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
     assert len(summaries) == 2 and all("(3 configurations ran)" in line for line in summaries)
     assert medium_mlp_bench.main(["--tiny", "--warps=8"]) == 2  # none left: one line says so
-    assert capsys.readouterr().err.strip() == "--warps=8: no configuration has those warp counts (the table's: 4, 8)"
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --warps=8: no configuration has those warp counts (the table's: 4, 8)"]
+
+
+def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(repo_root, capsys):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    assert medium_mlp_bench.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert ("python perf/medium_mlp_bench.py [--tiny] [--warps=N,...] [--script=PATH] [--best_script=PATH]  ->"
+            in out and err == "")
+    for argv in (["--tiny", "--bogus"], ["--tiny", "--script", "copy.py"]):  # the value belongs after an =
+        assert medium_mlp_bench.main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines() == [
+            f"error: unknown argument {argv[1]!r}: its only options are --tiny --script=... --warps=... "
+            "--best_script=... (see --help)"]
+
+
+def test_a_missing_script_or_best_script_folder_is_one_line_before_loading(repo_root, capsys, monkeypatch, tmp_path):
+    """Was a FileNotFoundError: for --script at the start, for --best_script after the whole bench had run."""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    monkeypatch.setattr(medium_mlp_bench, "load_script", lambda path: pytest.fail(f"loaded {path}"))
+    assert medium_mlp_bench.main(["--tiny", f"--script={tmp_path}/missing.py"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"error: --script={tmp_path}/missing.py: no such file; give a copy of train_gpt_medium.py (see --help)"]
+    assert medium_mlp_bench.main(["--tiny", f"--best_script={tmp_path}/no/best.py"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"error: --best_script={tmp_path}/no/best.py: no folder {tmp_path}/no to write it in; create it or give "
+        "another path"]
+
+
+def test_without_a_gpu_it_is_one_line_that_points_to_tiny(repo_root, capsys, monkeypatch):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(medium_mlp_bench, "load_script", lambda path: pytest.fail(f"loaded {path}"))
+    assert medium_mlp_bench.main(["--warps=8"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: perf/medium_mlp_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
+        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]
