@@ -12,14 +12,15 @@ output's staging buffer. Status (perf/NOTES.md, session 29): equal to the script
 checked; its main loop alone runs near cuBLAS's rate, but with the epilogue the forward is no faster than the
 script's kernel and the backward ~10% faster: each part of the epilogue slows the other group's MMAs.
 
-python perf/gluon_mlp_bench.py  ->  per pass: cuBLAS's bare GEMM (the bound), the script's kernel, this one at each
-STAGES (--stages=4 for one: a hung barrier then costs one process), with the largest difference of each from the
-script's output; --epilogue_parts adds this kernel without its epilogue (the main loop's own rate), without the
-epilogue's TMA store, and with only that store (EPILOGUE_PARTS; the output then wrong). --check=PASS,ROWS,COLS
-compares one launch at that shape with the script's kernel (run each in its own process: a fault ends the process's
-CUDA context). --compile_only builds both passes for sm_90 on any machine (no GPU) and prints their shared memory
-(whether it fits a block's), the registers each warp group asks for (setmaxnreg), and the machine code's MMA
-instructions with each part of the epilogue (tests/test_perf_gluon_mlp_bench.py).
+python perf/gluon_mlp_bench.py [--stages=N,...] [--epilogue_parts]  ->  per pass: cuBLAS's bare GEMM (the bound), the
+script's kernel, this one at each STAGES (--stages=4 for one: a hung barrier then costs one process), with the largest
+difference of each from the script's output; --epilogue_parts adds this kernel without its epilogue (the main loop's
+own rate), without the epilogue's TMA store, and with only that store (EPILOGUE_PARTS; the output then wrong).
+python perf/gluon_mlp_bench.py --check=PASS,ROWS,COLS ...  ->  one launch of the pass (forward or backward) at that
+shape against the script's kernel, a line each (run each in its own process: a fault ends the process's CUDA context).
+python perf/gluon_mlp_bench.py --compile_only  ->  both passes built for sm_90 on any machine (no GPU): their shared
+memory (whether it fits a block's), the registers each warp group asks for (setmaxnreg), and the machine code's MMA
+instructions with each part of the epilogue (tests/test_perf_gluon_mlp_bench.py). --help prints this.
 """
 import re
 import sys
@@ -44,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 import kernel_report  # noqa: E402
-from bench_common import option_list, option_values, timed_us  # noqa: E402
+from bench_common import no_gpu_error, option_list, option_values, timed_us, usage_or_error  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 128, 64, 8
 STAGES = (3, 4, 5)  # ring depths: 32 KB a stage, 64 KB of tile buffers; 5 stages take 229,576 of 232,448 B
@@ -333,8 +334,32 @@ def check(name: str, rows: int, cols: int, k: int = 1024) -> None:
           f"{(out.float() - expected.float()).abs().max().item():.3g}")
 
 
+def option_value_error(argv: list[str]) -> int | None:
+    """2 after one line naming the first --check that is not PASS,ROWS,COLS (forward or backward, two integers) or
+    --stages item that is not an integer; None when all are."""
+    for value in option_values(argv, "check"):
+        name, *sizes = value.split(",")
+        if name not in ("forward", "backward") or len(sizes) != 2 or not all(size.isdecimal() for size in sizes):
+            print(f"error: --check={value}: give PASS,ROWS,COLS, PASS forward or backward and ROWS and COLS integers, "
+                  "e.g. --check=backward,65536,4096 (see --help)", file=sys.stderr)
+            return 2
+    if bad := [stages for stages in option_list(argv, "stages") if not stages.isdecimal()]:
+        print(f"error: --stages: {bad[0]!r} is not a ring depth; give integers, e.g. --stages=4 (see --help)",
+              file=sys.stderr)
+        return 2
+    return None
+
+
 def main(argv: list[str]) -> int:
+    flags = ("--epilogue_parts", "--compile_only")
+    if (answer := usage_or_error(argv, __doc__, flags, ("check", "stages"))) is not None:
+        return answer
+    if (answer := option_value_error(argv)) is not None:
+        return answer
     checks = [value.split(",") for value in option_values(argv, "check")]
+    if (checks or "--compile_only" not in argv) and (answer := no_gpu_error(
+            "perf/gluon_mlp_bench.py", " (--compile_only builds the kernels for sm_90 without one)")):
+        return answer
     for name, rows, cols in checks:
         check(name, int(rows), int(cols))
     if checks:

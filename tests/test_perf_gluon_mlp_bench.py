@@ -3,11 +3,19 @@
 kernel assigns them (setmaxnreg: 40 for the loading group, 232 for each computing group), and the builds with only
 parts of the epilogue (--epilogue_parts) keep all their MMAs. Its speed and its outputs against the script's kernel
 come from the device. A subprocess, as perf/kernel_report.py's test: it needs Triton's GPU compiler, not the
-interpreter the other tests import the scripts under."""
+interpreter the other tests import the scripts under. Its command line's errors: one line each, from a subprocess
+too (importing the bench in this process would take TRITON_INTERPRET away from the tests after it)."""
 
+import os
 import re
+import subprocess
+import sys
 
+import pytest
 import triton
+
+NEEDS_GLUON_TRITON = pytest.mark.skipif(triton.__version__.rsplit(".", 1)[0] != "3.6",
+                                        reason="the bench stops at import on another Triton than its Gluon API's, 3.6")
 
 
 def test_both_passes_build_for_sm90_and_fit_in_shared_memory(run_gpu_compiler):
@@ -38,3 +46,40 @@ def test_both_passes_build_for_sm90_and_fit_in_shared_memory(run_gpu_compiler):
         assert {40, 232} <= {int(n) for n in match[3].split(", ")}, line
     for fewer, more in zip(shared[:2], shared[1:3]):  # a ring stage: 128 x 64 of x and of w, bf16, and its barriers
         assert 32_768 <= more - fewer <= 32_768 + 64
+
+
+def run_without_a_gpu(repo_root, *args: str) -> "subprocess.CompletedProcess[str]":
+    """The bench in a subprocess that sees no GPU (CUDA_VISIBLE_DEVICES empty), on any machine."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "perf/gluon_mlp_bench.py", *args], cwd=repo_root, capture_output=True,
+                          text=True, timeout=120, env={**env, "CUDA_VISIBLE_DEVICES": ""})
+
+
+def one_error_line(result: "subprocess.CompletedProcess[str]") -> str:
+    assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+@NEEDS_GLUON_TRITON
+def test_help_prints_the_usage_and_a_bad_argument_is_one_line_without_running(repo_root):
+    result = run_without_a_gpu(repo_root, "--check=forward,128,128", "--help")
+    assert result.returncode == 0 and result.stderr == ""
+    assert "python perf/gluon_mlp_bench.py --compile_only  ->  both passes built for sm_90" in result.stdout
+    assert one_error_line(run_without_a_gpu(repo_root, "--compile_only", "--bogus")) == (
+        "error: unknown argument '--bogus': its only options are --epilogue_parts --compile_only --check=... "
+        "--stages=... (see --help)")
+    for check in ("forward,128", "fwd,128,128", "backward,128,x"):  # were a ValueError, or a forward pass for "fwd"
+        assert one_error_line(run_without_a_gpu(repo_root, "--compile_only", f"--check={check}")) == (
+            f"error: --check={check}: give PASS,ROWS,COLS, PASS forward or backward and ROWS and COLS integers, e.g. "
+            "--check=backward,65536,4096 (see --help)")
+    assert one_error_line(run_without_a_gpu(repo_root, "--compile_only", "--stages=4,five")) == (
+        "error: --stages: 'five' is not a ring depth; give integers, e.g. --stages=4 (see --help)")
+
+
+@NEEDS_GLUON_TRITON
+def test_without_a_gpu_the_bench_and_a_check_are_one_line_that_points_to_compile_only(repo_root):
+    # a --check runs first and on the GPU, --compile_only or not
+    for args in ([], ["--stages=4", "--epilogue_parts"], ["--check=backward,1024,512", "--compile_only"]):
+        assert one_error_line(run_without_a_gpu(repo_root, *args)) == (
+            "error: perf/gluon_mlp_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
+            "False); run it on the GPU machine (--compile_only builds the kernels for sm_90 without one)"), args
