@@ -6,12 +6,13 @@ for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs
 instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8 clocks a warp
 instruction): the larger bounds the loop when memory does not.
 
-python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py]  ->  one line per kernel and
-launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror the
-launchers in the script; integer arguments and pointers are taken as divisible by 16, as Triton's JIT specialises
+python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py] [--launch=...]  ->  one line per
+kernel and launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror
+the launchers in the script; integer arguments and pointers are taken as divisible by 16, as Triton's JIT specialises
 them for the model's shapes. Track 2's MLP GEMM is compiled at each pass's MLP_LAUNCH, or at the launches given as
 --launch=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (SPLIT 0 or 1; repeatable): whether its
-pipeline stages fit in SHARED_LIMIT, an sm_90 block's most shared memory, and its programs in one SM.
+pipeline stages fit in SHARED_LIMIT, an sm_90 block's most shared memory, and its programs in one SM. --help prints
+this.
 """
 import os
 import re
@@ -26,7 +27,8 @@ from triton.backends.nvidia.compiler import get_ptxas  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from track_scripts import load_script  # noqa: E402
+from bench_common import option_values, usage_or_error  # noqa: E402
+from track_scripts import ROOT, load_script  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 SHARED_LIMIT = 232_448  # bytes of shared memory one block may use on sm_90 (227 KB)
@@ -183,12 +185,35 @@ def relu_square_gemm_report(script, launch: tuple, backward: bool, k: int = 1024
             f"{sm_registers} of {SM_REGISTERS} registers)")
 
 
+def argument_error(path: Path, launches: list[str]) -> int | None:
+    """2 after one line when path is no file or not named as one of CONFIGS's scripts, or a --launch value is not 8
+    integers; None when all are fine."""
+    if not path.is_file():
+        print(f"error: {path}: no such file; give train_gpt.py or train_gpt_medium.py, or a copy keeping its name (see "
+              "--help)", file=sys.stderr)
+        return 2
+    if path.name not in CONFIGS:
+        print(f"error: {path}: the report knows the kernels of {' and '.join(CONFIGS)} only; give one of them, or a "
+              "copy keeping its name (see --help)", file=sys.stderr)
+        return 2
+    if bad := [launch for launch in launches if not re.fullmatch(r"\d+(,\d+){7}", launch)]:
+        print(f"error: --launch={bad[0]}: give 8 comma-separated integers, "
+              "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (see --help)", file=sys.stderr)
+        return 2
+    return None
+
+
 def main(argv: list[str]) -> int:
-    launches = [tuple(int(v) for v in a.split("=", 1)[1].split(",")) for a in argv if a.startswith("--launch=")]
-    paths = [a for a in argv if not a.startswith("--launch=")]
-    path = paths[0] if paths else str(Path(__file__).resolve().parents[1] / "train_gpt.py")
+    paths = [arg for arg in argv if not arg.startswith("-")]
+    if (answer := usage_or_error([arg for arg in argv if arg.startswith("-")] + paths[1:], __doc__, (),
+                                 ("launch",))) is not None:
+        return answer
+    path = Path(paths[0]) if paths else ROOT / "train_gpt.py"
+    if (answer := argument_error(path, option_values(argv, "launch"))) is not None:
+        return answer
+    launches = [tuple(int(value) for value in launch.split(",")) for launch in option_values(argv, "launch")]
     script = load_script(path)
-    for name, configs in CONFIGS[Path(path).name].items():
+    for name, configs in CONFIGS[path.name].items():
         for constexprs, num_warps, *types in configs:
             if not hasattr(script, name):
                 print(f"{name}: not in this script")

@@ -1,6 +1,7 @@
 """perf/kernel_report.py: the tracks' Triton kernels compiled for sm_90 on this (GPU-less) machine, and the
 properties their speed rests on. It runs in a subprocess: it needs Triton's GPU compiler, while the other tests
-import the scripts under Triton's interpreter (TRITON_INTERPRET=1, tests/conftest.py)."""
+import the scripts under Triton's interpreter (TRITON_INTERPRET=1, tests/conftest.py). Its command line's errors are
+one line each, checked before a script loads (a subprocess of a fraction of a second)."""
 
 import re
 
@@ -107,3 +108,42 @@ def test_attention_inputs_kernels_read_each_element_once(report):
     the float8 cast (48)."""
     assert report["attention_inputs_kernel"][5] == 64
     assert report["attention_inputs_backward_kernel"][5] == 112 + 48
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_compiling(run_gpu_compiler):
+    result = run_gpu_compiler("perf/kernel_report.py", "train_gpt_medium.py", "--help", timeout=60)
+    assert result.returncode == 0 and result.stderr == ""
+    usage = "python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py] [--launch=...]  ->"
+    assert usage in result.stdout
+    for bad in ("--bogus", "--launch"):  # were ignored after a path, and alone taken as one: an import traceback
+        result = run_gpu_compiler("perf/kernel_report.py", "train_gpt_medium.py", bad, timeout=60)
+        assert one_error_line(result) == (f"error: unknown argument {bad!r}: its only options are --launch=... (see "
+                                          "--help)")
+    result = run_gpu_compiler("perf/kernel_report.py", "train_gpt.py", "train_gpt_medium.py", timeout=60)
+    assert one_error_line(result) == ("error: unknown argument 'train_gpt_medium.py': its only options are "
+                                      "--launch=... (see --help)")
+
+
+def test_a_missing_script_or_another_name_is_one_line(run_gpu_compiler, tmp_path):
+    result = run_gpu_compiler("perf/kernel_report.py", f"{tmp_path}/train_gpt.py", timeout=60)
+    assert one_error_line(result) == (f"error: {tmp_path}/train_gpt.py: no such file; give train_gpt.py or "
+                                      "train_gpt_medium.py, or a copy keeping its name (see --help)")
+    (tmp_path / "copy.py").write_text("")  # was a KeyError after the copy's import
+    result = run_gpu_compiler("perf/kernel_report.py", f"{tmp_path}/copy.py", timeout=60)
+    assert one_error_line(result) == (f"error: {tmp_path}/copy.py: the report knows the kernels of train_gpt.py and "
+                                      "train_gpt_medium.py only; give one of them, or a copy keeping its name (see "
+                                      "--help)")
+
+
+@pytest.mark.parametrize("launch", ["128,256,64,8,8,4,1", "128,256,64,8,8,4,1,x", "128,256,64,8,8,4,1,1,"])
+def test_a_launch_that_is_not_8_integers_is_one_line(run_gpu_compiler, launch):
+    """Was a ValueError: at int(), or at the launch's unpacking after the other kernels had compiled."""
+    result = run_gpu_compiler("perf/kernel_report.py", "train_gpt_medium.py", "--launch=128,256,64,8,8,4,1,1",
+                              f"--launch={launch}", timeout=60)
+    assert one_error_line(result) == (f"error: --launch={launch}: give 8 comma-separated integers, BLOCK_M,BLOCK_N,"
+                                      "BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (see --help)")
