@@ -1,10 +1,15 @@
 """One line from perf/power.sh's nvidia-smi samples: of the busy samples (GPU utilisation >= 90%), the median and the
 10th-90th percentiles of power draw and SM clock, and how many had the software power cap or a slowdown active.
 
-python perf/power_summary.py OUT/NAME_power.csv NAME
+python perf/power_summary.py OUT/NAME_power.csv NAME  ->  that line, NAME (the run's name in perf/power.sh) first.
+--help prints this.
 """
 import csv
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import printed_help  # noqa: E402
 
 BUSY_UTILISATION = 90  # percent
 
@@ -40,6 +45,25 @@ def summary(rows: list[list[str]], name: str) -> str:
             f"{share(1)}, hardware slowdown {share(2)}; max temperature {max(temperature):.0f} C")
 
 
+def main(argv: list[str]) -> int:
+    if printed_help(argv, __doc__):
+        return 0
+    if options := [arg for arg in argv if arg.startswith("-")]:
+        print(f"error: unknown argument {options[0]!r}: it takes a CSV and a name, no options (see --help)",
+              file=sys.stderr)
+        return 2
+    if len(argv) != 2:
+        print(f"error: {len(argv)} arguments; give the CSV perf/power.sh logged and the run's name, e.g. "
+              "OUT/NAME_power.csv NAME (see --help)", file=sys.stderr)
+        return 2
+    if not Path(argv[0]).is_file():
+        print(f"error: {argv[0]}: no such file; give the CSV perf/power.sh logged, OUT/NAME_power.csv (see --help)",
+              file=sys.stderr)
+        return 2
+    with open(argv[0], newline="") as file:
+        print(summary(list(csv.reader(file)), argv[1]))
+    return 0
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1], newline="") as file:
-        print(summary(list(csv.reader(file)), sys.argv[2]))
+    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,7 @@
 """perf/power.sh and perf/power_summary.py on the CPU: the summary reads nvidia-smi's CSV (busy samples only, the
 power cap's share), and power.sh runs its command under a logger, exits with the command's status and prints the
-summary for the command's first visible GPU (a fake nvidia-smi on PATH stands in for the GPU's)."""
+summary for the command's first visible GPU (a fake nvidia-smi on PATH stands in for the GPU's); the summary's
+command line: --help, and one error line each for an option, a wrong count of arguments and a missing CSV."""
 
 import os
 import subprocess
@@ -56,3 +57,25 @@ def test_power_sh_logs_while_the_command_runs_and_keeps_its_status(repo_root, tm
     assert "job: 3 busy samples of 4;" in result.stdout
     assert (tmp_path / "out" / "job_power.csv").read_text().count("\n") == 4
     assert (tmp_path / "smi_args").read_text().startswith("-i 3 --query-gpu=")  # the command's first GPU
+
+
+def test_main_prints_the_summary_of_the_csv_under_the_name(power_summary, capsys, tmp_path):
+    (tmp_path / "t2_power.csv").write_text("\n".join(SAMPLES) + "\n")
+    assert power_summary.main([str(tmp_path / "t2_power.csv"), "t2"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("t2: 3 busy samples of 6;") and len(out.splitlines()) == 1 and err == ""
+
+
+def test_help_prints_the_usage_and_a_bad_command_line_is_one_line(power_summary, capsys, tmp_path):
+    assert power_summary.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert "python perf/power_summary.py OUT/NAME_power.csv NAME  ->" in out and err == ""
+    errors = {("--bogus",): "error: unknown argument '--bogus': it takes a CSV and a name, no options (see --help)",
+              (): "error: 0 arguments; give the CSV perf/power.sh logged and the run's name, e.g. OUT/NAME_power.csv "
+                  "NAME (see --help)",  # this and the missing file were tracebacks
+              (f"{tmp_path}/t2_power.csv", "t2"): f"error: {tmp_path}/t2_power.csv: no such file; give the CSV "
+                                                  "perf/power.sh logged, OUT/NAME_power.csv (see --help)"}
+    for argv, line in errors.items():
+        assert power_summary.main(list(argv)) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines() == [line]
