@@ -186,8 +186,8 @@ def relu_square_gemm_report(script, launch: tuple, backward: bool, k: int = 1024
 
 
 def argument_error(path: Path, launches: list[str]) -> int | None:
-    """2 after one line when path is no file or not named as one of CONFIGS's scripts, or a --launch value is not 8
-    integers; None when all are fine."""
+    """2 after one line when path is no file or not named as one of CONFIGS's scripts, or --launch is given for a script
+    other than track 2's or with a value that is not 8 integers; None when all are fine."""
     if not path.is_file():
         print(f"error: {path}: no such file; give train_gpt.py or train_gpt_medium.py, or a copy keeping its name (see "
               "--help)", file=sys.stderr)
@@ -195,6 +195,10 @@ def argument_error(path: Path, launches: list[str]) -> int | None:
     if path.name not in CONFIGS:
         print(f"error: {path}: the report knows the kernels of {' and '.join(CONFIGS)} only; give one of them, or a "
               "copy keeping its name (see --help)", file=sys.stderr)
+        return 2
+    if launches and path.name != "train_gpt_medium.py":  # was ignored: track 1 has no MLP GEMM of its own
+        print(f"error: --launch sets track 2's MLP GEMM, which {path.name} does not have; give train_gpt_medium.py "
+              "with it (see --help)", file=sys.stderr)
         return 2
     if bad := [launch for launch in launches if not re.fullmatch(r"\d+(,\d+){7}", launch)]:
         print(f"error: --launch={bad[0]}: give 8 comma-separated integers, "

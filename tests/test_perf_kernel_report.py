@@ -147,3 +147,10 @@ def test_a_launch_that_is_not_8_integers_is_one_line(run_gpu_compiler, launch):
                               f"--launch={launch}", timeout=60)
     assert one_error_line(result) == (f"error: --launch={launch}: give 8 comma-separated integers, BLOCK_M,BLOCK_N,"
                                       "BLOCK_K,GROUP_M,WARPS,STAGES,SPLIT,PROGRAMS_PER_SM (see --help)")
+
+
+def test_a_launch_for_track_1_is_one_line(run_gpu_compiler):
+    """Was ignored: --launch sets track 2's MLP GEMM, and track 1 has none."""
+    result = run_gpu_compiler("perf/kernel_report.py", "--launch=128,256,64,8,8,4,1,1", timeout=60)
+    assert one_error_line(result) == ("error: --launch sets track 2's MLP GEMM, which train_gpt.py does not have; give "
+                                      "train_gpt_medium.py with it (see --help)")
