@@ -82,22 +82,3 @@ def test_tiny_run_reports_every_gemm_cast_and_total(bench, capsys):
     assert re.fullmatch(f"a block: {totals}", lines[24]), lines[24]
     assert re.fullmatch(f"a micro-step \\(11 blocks\\): {totals}", lines[25]), lines[25]
     assert len(lines) == 26
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(bench, capsys):
-    assert bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/attention_fp8_bench.py [--tiny]  ->  one line per GEMM" in out and err == ""
-    assert bench.main(["--tiny", "--bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(bench, capsys, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/attention_fp8_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]

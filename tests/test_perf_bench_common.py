@@ -1,12 +1,20 @@
-"""perf/bench_common.py: the benches' options read from argv, the tiny timing, and that a tool reading only options
-(perf/kernel_census.py) no longer loads a track script through it."""
+"""perf/bench_common.py: the benches' options read from argv, the tiny timing, that a tool reading only options
+(perf/kernel_census.py) no longer loads a track script through it, and the command lines of the benches that take
+only --tiny, which answer through its helpers."""
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 PERF = Path(__file__).resolve().parents[1] / "perf"
 sys.path.insert(0, str(PERF))
 import bench_common  # noqa: E402
+
+TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "head_gemm_bench", "head_kernels_bench",
+                     "medium_gemm_bench", "mlp_bench", "sym_bench"]
 
 
 def test_option_values_keeps_every_occurrence_in_order():
@@ -44,3 +52,26 @@ def test_usage_or_error_takes_valued_options_by_name_and_names_them_in_its_error
         "error: unknown argument '--tiny=1': its only options are --tiny --warps=... (see --help)"]
     assert bench_common.usage_or_error(["--help", "--bogus"], doc, ("--tiny",), ("warps",)) == 0
     assert capsys.readouterr().out == doc + "\n"
+
+
+@pytest.mark.parametrize("name", TINY_ONLY_BENCHES)
+def test_a_tiny_bench_prints_its_usage_and_an_unknown_argument_is_one_line_without_running(name, capsys):
+    bench = importlib.import_module(name)
+    assert bench.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == bench.__doc__.strip() and f"python perf/{name}.py [--tiny]  ->  " in out and err == ""
+    assert bench.main(["--tiny", "--bogus"]) == 2  # was ignored: the bench ran
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
+
+
+@pytest.mark.parametrize("name", TINY_ONLY_BENCHES)
+def test_a_tiny_bench_without_a_gpu_is_one_line_that_points_to_tiny(name, capsys, monkeypatch):
+    bench = importlib.import_module(name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main([]) == 2  # was a CUDA traceback
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"error: perf/{name}.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); run "
+        "it on the GPU machine (--tiny runs small shapes on the CPU)"]

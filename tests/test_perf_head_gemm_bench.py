@@ -31,22 +31,3 @@ def test_tiny_run_reports_every_gemm_and_chunk_count(head_gemm_bench, capsys):
     assert names == [f"track 2 logits = x @ w.T, {n} chunks" for n in (1, 2, 4)] + \
         [f"track 2 grad_x = grad_logits @ w, {n} chunks" for n in (1, 2, 4)] + \
         ["track 2 grad_w = grad_logits.T @ x, whole"]
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(head_gemm_bench, capsys):
-    assert head_gemm_bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/head_gemm_bench.py [--tiny]  ->  one line per (GEMM, chunks)" in out and err == ""
-    assert head_gemm_bench.main(["--tiny", "--bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(head_gemm_bench, capsys, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert head_gemm_bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/head_gemm_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]

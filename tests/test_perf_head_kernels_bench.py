@@ -30,27 +30,3 @@ def test_tiny_run_compares_every_launch_with_the_scripts(repo_root, require_inte
                       f"warps={tg.TRANSPOSE_LAUNCH[1]} (the script's)",
                       "float8_both_ways_kernel, x (bf16) BLOCK=64 warps=4 (the script's)",
                       "float8_both_ways_kernel, w (fp32) BLOCK=64 warps=4 (the script's)"]
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(repo_root, capsys):
-    sys.path.insert(0, str(repo_root / "perf"))
-    import head_kernels_bench
-    assert head_kernels_bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/head_kernels_bench.py [--tiny]  ->" in out and "softcap_ce_kernel BLOCK" not in out
-    assert head_kernels_bench.main(["--tiny", "bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.splitlines() == ["error: unknown argument 'bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(repo_root, capsys, monkeypatch):
-    import torch
-    sys.path.insert(0, str(repo_root / "perf"))
-    import head_kernels_bench
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert head_kernels_bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/head_kernels_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]

@@ -5,8 +5,6 @@ one line per GEMM and order (the GPU numbers come from the device)."""
 import re
 import sys
 
-import torch
-
 import pytest
 
 
@@ -38,22 +36,3 @@ def test_tiny_run_reports_both_orders_of_every_gemm(medium_gemm_bench, capsys):
     names = list(medium_gemm_bench.gemms(8, 4, 8, "cpu"))
     assert [(row[1], row[2]) for row in rows] == [(name, order) for name in names
                                                   for order in ("as written", "transposed problem")]
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(medium_gemm_bench, capsys):
-    assert medium_gemm_bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/medium_gemm_bench.py [--tiny]  ->  one line per (GEMM, order)" in out and err == ""
-    assert medium_gemm_bench.main(["--tiny", "--bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(medium_gemm_bench, capsys, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert medium_gemm_bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/medium_gemm_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]

@@ -6,8 +6,6 @@ this process, so that the interpreter fixture's patch applies."""
 import re
 import sys
 
-import torch
-
 
 def test_tiny_run_times_both_passes_in_the_scripts_configuration_another_and_the_torch_ops(repo_root,
                                                                                            require_interpreted, capsys,
@@ -50,26 +48,3 @@ def test_tiny_run_times_both_passes_in_the_scripts_configuration_another_and_the
                         "best (32, 64, 4) 10.0 us (2 configurations ran); two passes: script (32, 128, 4) 40.0 us, "
                         "best (32, 64, 4) 30.0 us (2 configurations ran)")
     assert len(lines) == 6
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(repo_root, capsys):
-    sys.path.insert(0, str(repo_root / "perf"))
-    import mlp_bench
-    assert mlp_bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/mlp_bench.py [--tiny]  ->  one line per configuration" in out and err == ""
-    assert mlp_bench.main(["--tiny", "--bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(repo_root, capsys, monkeypatch):
-    sys.path.insert(0, str(repo_root / "perf"))
-    import mlp_bench
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert mlp_bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/mlp_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]

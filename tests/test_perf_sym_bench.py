@@ -47,26 +47,3 @@ def test_the_script_configuration_is_the_one_each_track_launches(repo_root, monk
     script.sym_matmul_triton(torch.zeros(1, 4, 8))
     [options] = launches
     assert tuple(options[name] for name in ("BLOCK_M", "BLOCK_K", "num_warps", "num_stages")) == sym_bench.SCRIPT_CONFIG
-
-
-def test_help_prints_the_usage_and_an_unknown_argument_is_one_line_without_running(repo_root, capsys):
-    sys.path.insert(0, str(repo_root / "perf"))
-    import sym_bench
-    assert sym_bench.main(["--help"]) == 0
-    out, err = capsys.readouterr()
-    assert "python perf/sym_bench.py [--tiny]  ->  one line per stack and product" in out and err == ""
-    assert sym_bench.main(["--tiny", "--bogus"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: unknown argument '--bogus': its only options are --tiny (see --help)"]
-
-
-def test_without_a_gpu_it_is_one_line_that_points_to_tiny(repo_root, capsys, monkeypatch):
-    sys.path.insert(0, str(repo_root / "perf"))
-    import sym_bench
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert sym_bench.main([]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == [
-        "error: perf/sym_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
-        "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]
