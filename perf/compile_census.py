@@ -11,11 +11,15 @@ kernel and launch configuration, so a census kernel with several is one that ind
 configurations, and a name in no graph module is a kernel no loaded graph launches (or one of the script's own);
 then the compile's timeline from the files' times: when each graph module was written and when its binaries were
 done, which tells a wait on many kernels from a wait on a few slow ones; and the slowest builds, stage by stage.
+--help prints this.
 """
 import re
 import sys
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import printed_help  # noqa: E402
 
 AOT_ID = re.compile(r"^# AOT ID: \['(\w+)'\]", re.MULTILINE)
 # a kernel's definition in a graph module: its name, then its source as the call's one raw triple-quoted string
@@ -160,15 +164,32 @@ def slowest_builds_report(builds: list[tuple[float, str, list[float]]], listed: 
     return lines
 
 
-def main() -> int:
-    if len(sys.argv) not in (2, 3) or not all(Path(folder).is_dir() for folder in sys.argv[1:]):
-        print("usage: python perf/compile_census.py CACHE_DIR [TRITON_CACHE_DIR] (a TORCHINDUCTOR_CACHE_DIR and a "
-              "TRITON_CACHE_DIR filled from empty)", file=sys.stderr)
+def argument_error(argv: list[str]) -> int | None:
+    """2 after one line naming what is wrong with the command line (an option, the count of folders, a folder that is
+    not one); None when it names one or two folders."""
+    if options := [arg for arg in argv if arg.startswith("-")]:
+        print(f"error: unknown argument {options[0]!r}: it takes one or two folders, no options (see --help)",
+              file=sys.stderr)
         return 2
-    graphs = graph_modules(Path(sys.argv[1]))
+    if len(argv) not in (1, 2):
+        print(f"error: {len(argv)} arguments; give CACHE_DIR [TRITON_CACHE_DIR], the run's TORCHINDUCTOR_CACHE_DIR "
+              "and TRITON_CACHE_DIR, each filled from empty (see --help)", file=sys.stderr)
+        return 2
+    if missing := [folder for folder in argv if not Path(folder).is_dir()]:
+        print(f"error: {missing[0]}: no such folder; give the run's cache folders (see --help)", file=sys.stderr)
+        return 2
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if printed_help(argv, __doc__):
+        return 0
+    if (answer := argument_error(argv)) is not None:
+        return answer
+    graphs = graph_modules(Path(argv[0]))
     rows = census(graphs)
     if not rows:
-        print(f"error: no compiled graph modules under {sys.argv[1]}; was TORCHINDUCTOR_CACHE_DIR set to it, "
+        print(f"error: no compiled graph modules under {argv[0]}; was TORCHINDUCTOR_CACHE_DIR set to it, "
               "and empty, when the run started?", file=sys.stderr)
         return 1
     columns = ["graph", "kernels", "new", *KINDS, "other"]
@@ -177,12 +198,12 @@ def main() -> int:
         print("  ".join(f"{row[c]:>12}" for c in columns))
     print(f"{len(rows)} graphs, {sum(r['kernels'] for r in rows)} kernels, {sum(r['new'] for r in rows)} distinct "
           "sources (compiled once each)")
-    if len(sys.argv) == 3:
-        print("\n".join(binaries_report(triton_binaries(Path(sys.argv[2])), graphs)))
-        print("\n".join(timeline_report(timeline(Path(sys.argv[1]), Path(sys.argv[2])))))
-        print("\n".join(slowest_builds_report(build_seconds(Path(sys.argv[2])))))
+    if len(argv) == 2:
+        print("\n".join(binaries_report(triton_binaries(Path(argv[1])), graphs)))
+        print("\n".join(timeline_report(timeline(Path(argv[0]), Path(argv[1])))))
+        print("\n".join(slowest_builds_report(build_seconds(Path(argv[1])))))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

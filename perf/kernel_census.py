@@ -9,6 +9,7 @@ python perf/kernel_census.py --log=A --steps=N --compare=B  ->  A's tables, then
     profiled step by kernel name (inductor's trailing build number dropped: it shifts between versions of a script),
     the largest changes first (both logs of N profiled steps, e.g. a branch's against main's).
 Each table line: ms a profiled step, share of the listed kernels' time, calls a step, the group's longest kernels.
+--help prints this.
 """
 import os
 import re
@@ -19,7 +20,7 @@ from typing import NamedTuple
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import option_values  # noqa: E402
+from bench_common import option_values, usage_or_error  # noqa: E402
 from track_scripts import SCRIPTS, load_script  # noqa: E402
 
 LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short of the step's part that launched it)
@@ -144,11 +145,12 @@ def comparison(rows_a: list[KernelLine], rows_b: list[KernelLine], steps: int, c
     return lines
 
 
+RUN_OPTIONS = ("profile_steps", "logs_dir", "run_id")  # a track run's options this tool reads the log by
+
+
 def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
     """Runs the track's main with every kernel listed; returns its log's path and its count of profiled steps."""
-    needed = {name: option_values(argv, name)[-1:] for name in ("profile_steps", "logs_dir", "run_id")}
-    if not all(needed.values()):
-        raise SystemExit("error: give --profile_steps, --logs_dir and --run_id, so that the log can be read after")
+    needed = {name: option_values(argv, name)[-1:] for name in RUN_OPTIONS}
     module = load_script(SCRIPTS[track])
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
@@ -157,20 +159,58 @@ def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
     return Path(needed["logs_dir"][0]) / f"{needed['run_id'][0]}.txt", int(needed["profile_steps"][0])
 
 
-def main(argv: list[str]):
-    if argv and argv[0] in SCRIPTS:
+def log_mode_error(argv: list[str]) -> int | None:
+    """For --log=PATH --steps=N [--compare=PATH]: 2 after one line naming an unknown argument, a missing option, a
+    log that is no file or steps that are not a positive integer; None when all are fine."""
+    if (answer := usage_or_error(argv, __doc__, (), ("log", "steps", "compare"))) is not None:
+        return answer
+    steps = option_values(argv, "steps")
+    if not option_values(argv, "log") or not steps:
+        print("error: give --log=PATH and --steps=N together, or a track and its run's options (see --help)",
+              file=sys.stderr)
+        return 2
+    if missing := [path for name in ("log", "compare") for path in option_values(argv, name)
+                   if not Path(path).is_file()]:
+        print(f"error: {missing[0]}: no such file; give a log the track script wrote with --profile_steps (see --help)",
+              file=sys.stderr)
+        return 2
+    if not steps[-1].isdecimal() or int(steps[-1]) < 1:
+        print(f"error: --steps={steps[-1]}: give the log's number of profiled steps, a positive integer (see --help)",
+              file=sys.stderr)
+        return 2
+    return None
+
+
+def track_mode_error(argv: list[str]) -> int | None:
+    """For TRACK [script args...]: 2 after one line naming an unknown track or a missing option that the log is read
+    by (the track script checks the rest); None when all are there."""
+    if argv[0] not in SCRIPTS:
+        print(f"error: unknown argument {argv[0]!r}: name a track ({' or '.join(SCRIPTS)}) or give --log=PATH "
+              "--steps=N (see --help)", file=sys.stderr)
+        return 2
+    if missing := [f"--{name}" for name in RUN_OPTIONS if not option_values(argv, name)]:
+        print(f"error: give {', '.join(missing)}: the run's log is read after, from --logs_dir/--run_id.txt, over "
+              "--profile_steps steps (see --help)", file=sys.stderr)
+        return 2
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if argv and not argv[0].startswith("-"):
+        if (answer := track_mode_error(argv)) is not None:
+            return answer
         log, steps = run_track(argv[0], argv[1:])
-    elif (log := option_values(argv, "log")) and (steps := option_values(argv, "steps")):
-        log, steps = Path(log[-1]), int(steps[-1])
     else:
-        raise SystemExit("usage: perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [args...]"
-                         " | --log=PATH --steps=N [--compare=PATH]")
+        if (answer := log_mode_error(argv)) is not None:
+            return answer
+        log, steps = Path(option_values(argv, "log")[-1]), int(option_values(argv, "steps")[-1])
     own_kernels = script_kernels()
     print("\n".join(report(log.read_text(), steps, own_kernels)))
     if other := option_values(argv, "compare"):
         rows = [census(path.read_text(), own_kernels) for path in (log, Path(other[-1]))]
         print("\n".join(comparison(*rows, steps)))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -135,7 +135,7 @@ def test_the_triton_folder_is_reported_after_the_table(tmp_path, repo_root):
     assert "graph module 0_forward written" in lines[report + 4] and "1 binaries" in lines[report + 5]
     missing = subprocess.run(command + [str(tmp_path / "none")], cwd=repo_root, capture_output=True, text=True,
                              timeout=60)
-    assert missing.returncode == 2 and missing.stderr.startswith("usage:")
+    assert missing.returncode == 2 and missing.stderr.startswith(f"error: {tmp_path / 'none'}: no such folder")
 
 
 def test_the_timeline_puts_graph_modules_and_binary_waves_in_the_order_their_files_were_written(tmp_path,
@@ -191,3 +191,19 @@ def test_build_seconds_come_from_the_stage_files_and_the_slowest_are_listed_firs
                      "    73.0    1.0   1.0   1.0  70.0  slow_ptxas_kernel",
                      "    33.0    1.0   1.0  30.0   1.0  slow_llvm_kernel"]
     assert census_module.slowest_builds_report([]) == []
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--bogus"], "error: unknown argument '--bogus': it takes one or two folders, no options (see --help)"),
+    ([], "error: 0 arguments; give CACHE_DIR [TRITON_CACHE_DIR], the run's TORCHINDUCTOR_CACHE_DIR and "
+         "TRITON_CACHE_DIR, each filled from empty (see --help)"),
+    (["a", "b", "c"], "error: 3 arguments; give CACHE_DIR [TRITON_CACHE_DIR], the run's TORCHINDUCTOR_CACHE_DIR and "
+                      "TRITON_CACHE_DIR, each filled from empty (see --help)")])
+def test_a_bad_command_line_is_one_line_and_help_prints_the_usage(census_module, capsys, argv, line):
+    """Were the usage on stderr for any of them (--help included, with exit status 2)."""
+    assert census_module.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [line]
+    assert census_module.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == census_module.__doc__.strip() and err == ""

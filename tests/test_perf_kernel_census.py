@@ -73,11 +73,6 @@ def test_the_functions_it_widens_still_take_a_count(track):
         assert len(defaults) == 1 and isinstance(defaults[0], int), function.__name__
 
 
-def test_a_run_without_a_readable_log_path_stops_before_running():
-    with pytest.raises(SystemExit, match="give --profile_steps, --logs_dir and --run_id"):
-        kernel_census.run_track("short", ["--profile_steps=2", "--device=cpu"])
-
-
 def test_compare_lists_the_changed_kernels_by_name_without_inductors_build_numbers(tmp_path, capsys):
     """B's log: the flex backward renumbered (_1 -> _7) and 2 ms faster, the pointwise kernel gone, a new kernel; the
     changes come largest first, a renumbered kernel as one line, and the total is B's listed time less A's."""
@@ -98,3 +93,36 @@ def test_compare_lists_the_changed_kernels_by_name_without_inductors_build_numbe
     kernel_census.main([f"--log={a}", "--steps=2", f"--compare={b}"])
     out = capsys.readouterr().out
     assert "== by kind" in out and out.count("== B - A by kernel") == 1 and "triton_poi_fused_add\n" in out
+
+
+@pytest.mark.parametrize("argv, line", [
+    ([], "error: give --log=PATH and --steps=N together, or a track and its run's options (see --help)"),
+    (["--bogus"], "error: unknown argument '--bogus': its only options are --log=... --steps=... --compare=... (see "
+                  "--help)"),
+    (["--log=LOG"], "error: give --log=PATH and --steps=N together, or a track and its run's options (see --help)"),
+    (["--log=none.txt", "--steps=2"], "error: none.txt: no such file; give a log the track script wrote with "
+                                      "--profile_steps (see --help)"),
+    (["--log=LOG", "--steps=2", "--compare=none.txt"], "error: none.txt: no such file; give a log the track script "
+                                                       "wrote with --profile_steps (see --help)"),
+    (["--log=LOG", "--steps=0"], "error: --steps=0: give the log's number of profiled steps, a positive integer (see "
+                                 "--help)"),
+    (["shrt", "--profile_steps=2"], "error: unknown argument 'shrt': name a track (short or medium) or give "
+                                    "--log=PATH --steps=N (see --help)"),
+    (["short", "--profile_steps=2", "--run_id=r"], "error: give --logs_dir: the run's log is read after, from "
+                                                   "--logs_dir/--run_id.txt, over --profile_steps steps (see --help)")])
+def test_a_bad_command_line_is_one_line_before_any_work(tmp_path, capsys, monkeypatch, argv, line):
+    """Were a usage line with exit status 1 (no options, a bad track), a FileNotFoundError or ValueError traceback,
+    a silently ignored option, or a census of zero steps (--steps=0: a ZeroDivisionError)."""
+    log = tmp_path / "a.txt"
+    log.write_text(MADE_UP_LOG)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(kernel_census, "run_track", lambda *args: pytest.fail("ran the track"))
+    assert kernel_census.main([arg.replace("LOG", str(log)) for arg in argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [line]
+
+
+def test_help_prints_the_usage(capsys):
+    assert kernel_census.main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == kernel_census.__doc__.strip() and err == ""
