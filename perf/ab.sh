@@ -8,6 +8,7 @@
 # and a GPU's later runs start warm from its earlier ones (one shared artifact file would serve the first run to
 # finish its warmup to the other).
 # Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2

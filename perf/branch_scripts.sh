@@ -2,6 +2,7 @@
 # Copy each named branch's track scripts into perf/base/ (ignored, carried to the device), so that perf/ab.sh can
 # run them as variants next to the checkout's own: perf/base/<branch with / as ->_<script>.
 # Usage (here, before a device call): bash perf/branch_scripts.sh perf/fp8-grad-in-graph recipe/bf16-embeddings
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -euo pipefail
 mkdir -p perf/base
 for branch in "$@"; do

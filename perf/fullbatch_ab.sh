@@ -6,6 +6,7 @@
 # machine's inductor and Triton caches and each keeps its own --compile_cache file. The first A and B runs compile,
 # which does not reach their step times (the step clock starts after the warmup).
 # Usage (on the device): bash perf/fullbatch_ab.sh short|medium OUT_DIR SCRIPT_A SCRIPT_B [overrides]
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2

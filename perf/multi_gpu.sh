@@ -6,6 +6,7 @@
 # Usage (on the device, repo root, proxy shards in data/proxy/):
 #   bash perf/multi_gpu.sh NPROC OUT_DIR [short] [medium] [--overrides...]
 #   short: 55 steps of 8 x 48K tokens; medium: 40 steps of 8 x 64K (both fit the 23.9M proxy training tokens).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # NVLink multicast stays off
 source "$(dirname "$0")/proxy_common.sh"

@@ -2,6 +2,7 @@
 # Compress the proxy shards into perf/carry/ (ignored) for device calls: carry perf/carry, not data/proxy (52 MB of
 # the 64 MiB limit), and the perf scripts unpack them into data/proxy/ there (unpack_proxy_data).
 # Usage: bash perf/pack.sh [FOLDER]   (FOLDER: where the proxy's *.bin shards are; data/proxy by default)
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -euo pipefail
 source=${1:-data/proxy}
 shopt -s nullglob

@@ -7,6 +7,7 @@
 # last 20 lines, where the error that ended it is (a 40-line cut lost one in session 19). The consoles are deleted,
 # and the folder becomes OUT/jobI.tgz; the job's own output is OUT/jobI.txt. Usage:
 #   bash perf/pair.sh OUT 'bash perf/ab.sh short $JOB_OUT "--seed=0"' 'python perf/muon_bench.py > $JOB_OUT/b.txt'
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 out=${1:?output folder}; shift
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "error: give one or two job commands" >&2; exit 2; }

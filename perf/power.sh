@@ -5,6 +5,7 @@
 # hardware slowdown active, of the command's first GPU. Clocks are only read, never set. Usage (on the device):
 #   bash perf/power.sh OUT NAME command args...
 #   e.g. bash perf/power.sh $OUT t2 bash perf/proxy.sh medium $OUT/t2
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 out=${1:?output folder}; name=${2:?run name}; shift 2
 [ $# -ge 1 ] || { echo "error: give the command to run" >&2; exit 2; }

@@ -3,6 +3,7 @@
 # full batch (8 micro-steps per step), then a summary table.
 # Usage (on the device, repo root, proxy shards in data/proxy/): bash perf/proxy.sh short|medium OUT_DIR [overrides]
 #   short:  train_gpt.py, proxy-400 (48K tokens per step)     medium: train_gpt_medium.py, proxy-300 (64K)
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 track=${1:?short or medium}; out=${2:?output folder}; shift 2

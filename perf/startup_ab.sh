@@ -8,6 +8,7 @@
 #   --cold: cold starts A B B A, each with empty inductor and Triton caches and no --compile_cache file, as on a fresh
 #     machine (each run's caches are deleted after it).
 # Usage (on the device): bash perf/startup_ab.sh [--cold] short|medium OUT_DIR SCRIPT_A SCRIPT_B [overrides]
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
 source "$(dirname "$0")/proxy_common.sh"
 cold=false
