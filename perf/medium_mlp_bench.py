@@ -119,9 +119,11 @@ def main(argv: list[str]) -> int:
         return answer
     tiny = "--tiny" in argv
     warps = option_list(argv, "warps")
-    configs = [launch for launch in (TINY_CONFIGS if tiny else CONFIGS) if not warps or str(launch[4]) in warps]
+    table = TINY_CONFIGS if tiny else CONFIGS
+    configs = [launch for launch in table if not warps or str(launch[4]) in warps]
     if not configs:
-        print(f"error: --warps={','.join(warps)}: no configuration has those warp counts (the table's: 4, 8)",
+        counts = ", ".join(str(count) for count in sorted({launch[4] for launch in table}))
+        print(f"error: --warps={','.join(warps)}: no configuration has those warp counts (the table's: {counts})",
               file=sys.stderr)
         return 2
     if not tiny and (answer := no_gpu_error("perf/medium_mlp_bench.py", TINY_CPU_HINT)):
