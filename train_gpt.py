@@ -447,33 +447,42 @@ def _(h, grad_a, a_scale, grad_scale):
             h.new_empty(cols, rows, dtype=torch.float8_e5m2))
 
 
+@torch.no_grad()
+def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The MLP weights as FP8MLP's products take them (the tensor cores take a row-major A and a column-major B):
+    fc_w and proj_w (dim x hidden) in e4m3, each also transposed (hidden x dim, contiguous), and their two scales
+    (2,). The weights do not change between micro-steps, so training makes these once a step (GPT.mlp_casts)."""
+    fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
+    proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
+    return fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), torch.stack([fc_scale, proj_scale])
+
+
 class FP8MLP(torch.autograd.Function):
     """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim; fc_w, proj_w: dim x hidden) on the FP8 tensor cores with scales
     taken from the tensors themselves: e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records
-    quantise the up projection's forward only). Plain autograd traced by torch.compile, so the scaling and the
-    casts fuse with the neighbouring elementwise work, except the backward's pass over the hidden activations:
+    quantise the up projection's forward only). The weights come cast (mlp_weight_casts of fc_w and proj_w as they
+    are); fc_w and proj_w are here for their gradients. Plain autograd traced by torch.compile, so the scaling and
+    the casts fuse with the neighbouring elementwise work, except the backward's pass over the hidden activations:
     fp8_relu_square_grads. Activation and gradient scales sample every row_step-th row (float8_scale)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
+    def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
+                proj_f8_t: Tensor, weight_scales: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
-        fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
-        proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
-        # the tensor cores take a row-major A and a column-major B
-        h = scaled_mm(x_f8, fc_f8.T.contiguous().T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
+        fc_scale, proj_scale = weight_scales[0], weight_scales[1]
+        h = scaled_mm(x_f8, fc_f8_t.T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
         a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)  # as the backward
-        ctx.save_for_backward(x_f8, fc_f8, proj_f8, h, x_scale, fc_scale, proj_scale, a_scale)
+        ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, h, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
         return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
-    def backward(ctx, grad_y: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
-        x_f8, fc_f8, proj_f8, h, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
+    def backward(ctx, grad_y: Tensor) -> tuple:
+        x_f8, fc_f8, proj_f8_t, h, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
         step = ctx.row_step
         grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
         # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens
-        grad_a = scaled_mm(grad_y_f8, proj_f8.T.contiguous().T, grad_y_scale, proj_scale, torch.bfloat16,
-                           fast_accum=True)
+        grad_a = scaled_mm(grad_y_f8, proj_f8_t.T, grad_y_scale, proj_scale, torch.bfloat16, fast_accum=True)
         grad_h_scale = float8_scale(relu_square_grad(h[::step], grad_a[::step]), torch.float8_e5m2, step)
         a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(h, grad_a, a_scale, grad_h_scale)
         grad_proj = scaled_mm(grad_y_f8.T.contiguous(), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
@@ -481,11 +490,12 @@ class FP8MLP(torch.autograd.Function):
         grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,
                             fast_accum=False)
         grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=True)
-        return grad_x, grad_fc, grad_proj, None
+        return grad_x, grad_fc, grad_proj, None, None, None, None, None, None
 
 
-def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, row_step: int) -> Tensor:
-    return FP8MLP.apply(x, fc_w, proj_w, row_step)
+def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
+            proj_f8_t: Tensor, weight_scales: Tensor, row_step: int) -> Tensor:
+    return FP8MLP.apply(x, fc_w, proj_w, fc_f8, fc_f8_t, proj_f8, proj_f8_t, weight_scales, row_step)
 
 
 def rowwise_float8(t: Tensor) -> tuple[Tensor, Tensor]:
@@ -1537,10 +1547,13 @@ class MLP(nn.Module):
         self.fc_w = nn.Parameter(torch.empty(dim, hidden).uniform_(-bound, bound))
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, weight_casts: tuple | None = None) -> Tensor:
+        """weight_casts: mlp_weight_casts of the weights as they are, made once for a step's micro-steps (None: cast
+        here)."""
         if not (self.fp8 and self.training):
             return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))  # relu^2 (Primer)
-        return fp8_mlp(x.flatten(0, -2), self.fc_w, self.proj_w, self.amax_row_step).view_as(x)
+        casts = weight_casts if weight_casts is not None else mlp_weight_casts(self.fc_w, self.proj_w)
+        return fp8_mlp(x.flatten(0, -2), self.fc_w, self.proj_w, *casts, self.amax_row_step).view_as(x)
 
 
 class Block(nn.Module):
@@ -1549,11 +1562,11 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(args, rotary) if has_attention else None
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp, args.fp8_amax_row_step)
 
-    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask):
+    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask, mlp_casts=None):
         x = block_lambdas[0] * x + block_lambdas[1] * x0  # learned share of the embedding stream (2024 records)
         if self.attn is not None:
             x = x + self.attn(rms_norm(x), value_embed, attn_lambdas, mask)
-        return x + self.mlp(rms_norm(x))
+        return x + self.mlp(rms_norm(x), mlp_casts)
 
 
 def value_embed_layout(num_layers: int) -> list:
@@ -1632,8 +1645,14 @@ class GPT(nn.Module):
         chunks = zip(x.split(EVAL_HEAD_TOKENS), targets.to(torch.int64).split(EVAL_HEAD_TOKENS))
         return sum(F.cross_entropy(softcap(F.linear(xc, w)), tc, reduction="sum") for xc, tc in chunks) / len(targets)
 
-    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor) -> Tensor:
-        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval."""
+    def mlp_casts(self) -> list:
+        """Each block's mlp_weight_casts (None for a bf16 MLP), from the weights as they are: train_step makes them
+        once a step and passes them to each micro-step's forward."""
+        return [mlp_weight_casts(b.mlp.fc_w, b.mlp.proj_w) if b.mlp.fp8 else None for b in self.blocks]
+
+    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor, mlp_casts: list | None = None) -> Tensor:
+        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval. mlp_casts: this step's
+        GPT.mlp_casts (None: each FP8 MLP casts its weights itself)."""
         masks = attention_masks(inputs, window_blocks)
         x0, value_embeds = self.embedded(inputs)
         x = x0
@@ -1646,7 +1665,8 @@ class GPT(nn.Module):
                 x = x + skip_weights[i - first_decoder] * skips.pop()
             ve_index = self.value_embed_layout[i]
             value_embed = None if ve_index is None else value_embeds[ve_index]
-            x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]])
+            x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]],
+                      None if mlp_casts is None else mlp_casts[i])
             if i < self.num_skips:
                 skips.append(x)
         if backout is not None:  # backout (2025-10 record): what early blocks wrote for context, not prediction
@@ -2599,13 +2619,16 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
                 group["momentum"] = muon_momentum(step, args)
 
 
-def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Tensor:
-    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async)."""
+def train_step(model, optimizers, batches, step: int, args, windows: dict, mlp_casts) -> Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async). mlp_casts:
+    GPT.mlp_casts (compiled or not), called once, before the micro-steps: the weights' float8 casts cost ~6 ms a
+    full step when each micro-step made them (perf/NOTES.md, session 62)."""
     window = windows[window_blocks_at(step, args)]
     total = torch.zeros((), device=window.device)
+    casts = mlp_casts()
     for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
-        loss = model(inputs, targets, window)
+        loss = model(inputs, targets, window, casts)
         (loss / args.grad_accum_steps).backward()
         total += loss.detach()
     set_schedules(optimizers, step, args)
@@ -2714,8 +2737,8 @@ def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperp
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
 
 
-def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
-           args: Hyperparameters, rank: int, world_size: int,
+def warmup(model, raw_model: GPT, optimizers, mlp_casts, val_tokens: Tensor, windows: dict,
+           train_files: list[str], args: Hyperparameters, rank: int, world_size: int,
            device: torch.device) -> tuple[str | None, WarmupLaps]:
     """Compile and run the training and validation paths, then restore the initial state. The last
     profile_steps warmup steps run under torch.profiler. Returns its table (None when there are none) and the
@@ -2726,7 +2749,7 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
 
     def run_steps(steps):
         for step in steps:
-            train_step(model, optimizers, batches, step, args, windows)
+            train_step(model, optimizers, batches, step, args, windows, mlp_casts)
 
     unprofiled = args.warmup_steps - args.profile_steps
     if unprofiled:
@@ -2749,7 +2772,7 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
     return table, laps
 
 
-def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
+def train(model, optimizers, mlp_casts, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
           args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> str | None:
     """Training steps with validation every val_loss_every steps and at the end, timed by clock.
     Returns which loss was not finite at which step (the run stops there), else None."""
@@ -2772,7 +2795,7 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
             return None
         if step == 0:  # the benchmark's start-up time: process start to the first timed step
             log.write(f"startup: first timed step at {time.perf_counter() - PROCESS_START:.1f}s")
-        loss = train_step(model, optimizers, batches, step, args, windows)
+        loss = train_step(model, optimizers, batches, step, args, windows, mlp_casts)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
@@ -2805,10 +2828,10 @@ def main():
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)
-    model = raw_model
+    model, mlp_casts = raw_model, raw_model.mlp_casts
     if args.compile:
         trace_autograd_functions_as_one_call()
-        model = torch.compile(raw_model, dynamic=False)
+        model, mlp_casts = torch.compile(raw_model, dynamic=False), torch.compile(mlp_casts, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
@@ -2819,8 +2842,8 @@ def main():
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
     warmup_start = time.perf_counter()
-    table, laps = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size,
-                         device)
+    table, laps = warmup(model, raw_model, optimizers, mlp_casts, val_tokens, windows, train_files, args, rank,
+                         world_size, device)
     if builds is not None:
         log.write(builds.finish())
     if device.type == "cuda" and args.fp8_mlp:  # answered by the builds above
@@ -2841,7 +2864,8 @@ def main():
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     clock = TrainingClock(device)
-    stop = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size, device, flops)
+    stop = train(model, optimizers, mlp_casts, batches, val_tokens, windows, log, clock, args, rank, world_size,
+                 device, flops)
     if stop is not None:
         clock.stop()  # train returned with it running: its last steps count in the time line
         log.write(f"stopped: {stop}; lower the learning rates or check the data")

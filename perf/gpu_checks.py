@@ -123,7 +123,7 @@ def fp8_mlp_checks() -> list[bool]:
         x = torch.randn(4096, 768, device="cuda", generator=gen).bfloat16().requires_grad_(True)
         fc_w, proj_w = (torch.randn(768, 3072, device="cuda", generator=gen).mul_(0.02).requires_grad_(True)
                         for _ in range(2))
-        out = tg.FP8MLP.apply(x, fc_w, proj_w, row_step)
+        out = tg.FP8MLP.apply(x, fc_w, proj_w, *tg.mlp_weight_casts(fc_w, proj_w), row_step)
         grad = torch.randn(out.shape, device="cuda", generator=gen) * 1e-3
         out.backward(grad)
         exact = [t.detach().double().requires_grad_(True) for t in (x, fc_w, proj_w)]

@@ -43,19 +43,23 @@ class WindowRecorder(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.a, self.b, self.c = (torch.nn.Parameter(torch.ones(())) for _ in range(3))
-        self.windows = []
+        self.windows, self.casts = [], []
 
-    def forward(self, inputs, targets, window):
+    def forward(self, inputs, targets, window, *casts):
         self.windows.append(window)
+        self.casts.extend(casts)
         return (self.a + self.b + self.c) * inputs.float().sum()
 
 
-def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tuple, muon_lr: float):
+def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tuple, muon_lr: float,
+                                                          takes_casts: bool = False):
     """Runs script's train_step over a 6-step schedule's steps 0-6 (cooldown over the last half, momentum warmup
     over 4 steps, 2 micro-steps of 128 tokens) with the stand-ins: every step sets each group's lr to initial_lr x
     lr_multiplier(step) and Muon's momentum to muon_momentum(step) before the optimizers step, and feeds each
     micro-step the window tensor of window_blocks_at(step). The optimizers see the mean of the micro-steps'
-    gradients, the gradient of the whole batch's mean loss (a sum would scale every Adam step's lr with the count)."""
+    gradients, the gradient of the whole batch's mean loss (a sum would scale every Adam step's lr with the count).
+    takes_casts (track 1): train_step makes the weights' casts once a step, after the previous step's optimizer
+    steps and before its own micro-steps, and gives both micro-steps those casts."""
     args = script.Hyperparameters(num_iterations=6, cooldown_frac=0.5, muon_momentum_warmup_steps=4,
                                   grad_accum_steps=2, train_seq_len=128)
     model = WindowRecorder()
@@ -65,8 +69,10 @@ def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tup
     batches = itertools.cycle([(torch.full((128,), value, dtype=torch.int32), torch.zeros(128, dtype=torch.int32))
                                for value in (1, 2)])  # the two micro-steps' losses differ
     steps = range(7)
+    made_at = []  # (micro-steps run, optimizer steps taken) when each step's casts were made
+    casts = [lambda: made_at.append((len(model.windows), len(muon.seen))) or len(made_at)] if takes_casts else []
     for step in steps:
-        loss = script.train_step(model, [adam, muon], batches, step, args, windows)
+        loss = script.train_step(model, [adam, muon], batches, step, args, windows, *casts)
         assert loss.item() == pytest.approx(4.5)  # per token: 3 x 128 and 3 x 256, over 2 x 128 tokens
         assert all(p.grad is None for p in model.parameters())
     assert adam.grads == [[192.0, 192.0]] * 7 and muon.grads == [[192.0]] * 7  # (128 + 256) / 2 each
@@ -78,6 +84,9 @@ def check_train_step_applies_the_schedules_of_its_own_step(script, adam_lrs: tup
     assert adam.seen == [[(adam_lrs[0] * m, None), (adam_lrs[1] * m, None)] for m in lr]
     assert muon.seen == [[(muon_lr * m, mu)] for m, mu in zip(lr, momentum)]
     assert [int(got) for got in model.windows] == [w for w in window for _ in range(2)]  # both micro-steps
+    if takes_casts:
+        assert made_at == [(2 * step, step) for step in steps]
+        assert model.casts == [step + 1 for step in steps for _ in range(2)]
     assert all(got is windows[int(got)] for got in model.windows)  # the prebuilt tensors, no copies
 
 

@@ -668,7 +668,7 @@ def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
 @pytest.mark.parametrize("row_step", [1, 16])
 def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_step):
     x, fc_w, proj_w = fp8_mlp_leaves()
-    out = train_gpt.FP8MLP.apply(x, fc_w, proj_w, row_step)
+    out = train_gpt.FP8MLP.apply(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w), row_step)
     grad_y = (torch.randn(out.shape, generator=torch.Generator().manual_seed(2)) * 1e-3).bfloat16()
     out.backward(grad_y)
     y, grad_x, grad_fc, grad_proj = fp8_mlp_reference(x.detach(), fc_w.detach(), proj_w.detach(), grad_y, row_step)
@@ -683,7 +683,7 @@ def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
     """The forward and grad_a / grad_x (sums over model_dim and the hidden width) take the tensor cores' fast
     accumulation; the weight gradients, sums over every token, keep the precise one."""
     x, fc_w, proj_w = fp8_mlp_leaves()
-    train_gpt.FP8MLP.apply(x, fc_w, proj_w, 1).float().sum().backward()
+    train_gpt.FP8MLP.apply(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w), 1).float().sum().backward()
     tokens, dim, hidden = x.shape[0], x.shape[1], fc_w.shape[1]
     calls = [(a_shape, b_shape, fast_accum) for a_shape, b_shape, _, fast_accum in scaled_mm_calls]
     assert calls == [((tokens, dim), (dim, hidden), True), ((tokens, hidden), (hidden, dim), True),  # forward

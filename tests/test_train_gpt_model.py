@@ -209,6 +209,34 @@ def test_tiny_forward_at_init_is_uniform_over_the_vocabulary():
         assert model(tokens[:-1].int(), tokens[1:].int(), window).item() == pytest.approx(math.log(50304), rel=1e-5)
 
 
+def test_a_steps_mlp_casts_give_the_loss_and_gradients_of_casting_in_each_forward():
+    """GPT.mlp_casts, made once a step and passed to each micro-step's forward, is the same float8 data the FP8 MLPs
+    made themselves before: loss and every gradient equal bit for bit. Casts of weights that have since moved give
+    another loss (what a stale copy would do), so the forward does read the casts it is given."""
+    model = tiny_model()
+    with torch.no_grad():
+        model.lm_head_w.normal_(0, 0.02)
+        for block in model.blocks:
+            block.mlp.proj_w.normal_(0, 0.02)
+    tokens = random_tokens(10, 257, [50, 120])
+    window = torch.tensor(2, dtype=torch.int32)
+    casts = model.mlp_casts()
+    assert all(c is not None and len(c) == 5 and c[0].dtype == torch.float8_e4m3fn for c in casts)
+    results = []
+    for given in (None, casts):
+        loss = model(tokens[:-1].int(), tokens[1:].int(), window, given)
+        loss.backward()
+        results.append((loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}))
+        model.zero_grad(set_to_none=True)
+    assert torch.equal(results[0][0], results[1][0])
+    assert all(torch.equal(results[0][1][name], results[1][1][name]) for name in results[0][1])
+    with torch.no_grad():
+        for block in model.blocks:
+            block.mlp.fc_w.mul_(1.5)
+    fresh, stale = (model(tokens[:-1].int(), tokens[1:].int(), window, given).item() for given in (None, casts))
+    assert fresh != stale
+
+
 def test_tiny_forward_and_backward_are_finite_and_reach_every_parameter():
     model = tiny_model()
     with torch.no_grad():

@@ -399,7 +399,7 @@ def test_window_schedule_is_the_records_next_multiple_of_128_of_1728_progress():
 
 def test_train_step_applies_the_schedules_of_its_own_step():
     """Track 1's train_step with its own learning rates, through the check both tracks share."""
-    check_train_step_applies_the_schedules_of_its_own_step(train_gpt, (0.6, 0.04), 0.05)
+    check_train_step_applies_the_schedules_of_its_own_step(train_gpt, (0.6, 0.04), 0.05, takes_casts=True)
 
 
 def test_build_optimizers_groups_and_learning_rates():
