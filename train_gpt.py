@@ -451,7 +451,7 @@ def _(h, grad_a, a_scale, grad_scale):
 def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The MLP weights as FP8MLP's products take them (the tensor cores take a row-major A and a column-major B):
     fc_w and proj_w (dim x hidden) in e4m3, each also transposed (hidden x dim, contiguous), and their two scales
-    (2,). The weights do not change between micro-steps, so training makes these once a step (GPT.mlp_casts)."""
+    (2,). The weights do not change between micro-steps, so training makes these once a step (GPT.weight_casts)."""
     fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
     proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
     return fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), torch.stack([fc_scale, proj_scale])
@@ -1042,34 +1042,47 @@ def _(grad_f8, grad_scale, x, x_scale):
     return grad_f8.new_empty(grad_f8.size(1), x.size(1), dtype=torch.float32)
 
 
+@torch.no_grad()
+def qkv_weight_casts(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The QKV weight (3 heads head_dim x dim) as FP8AttentionInputs' products take it: rowwise e4m3 and its scales
+    for the forward, and the same of its transpose for x's gradient. Made once a step in training
+    (GPT.weight_casts), as the MLP's."""
+    return (*rowwise_float8(w), *rowwise_float8(w.T.contiguous()))
+
+
 class FP8AttentionInputs(torch.autograd.Function):
     """attention_inputs(x @ w.T) (x: batch x tokens x dim, w: 3 heads head_dim x dim) with the QKV projection on the
     FP8 tensor cores in e4m3 with a scale per row (rowwise scaling, torchao's float8 recipes 2024: each scale from its
     own row, which the kernel that makes the row can take): the forward from x and w (the norm before it computes x's
     scales); grad_x and the weight's gradient (fp8_qkv_weight_grad) from qkv's gradient, which
-    attention_inputs_backward's kernel writes in e4m3 with a scale per token (--fp8_qkv)."""
+    attention_inputs_backward's kernel writes in e4m3 with a scale per token (--fp8_qkv). The weight comes cast
+    (qkv_weight_casts of w as it is); w is here for its gradient."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
-                head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
+                head_dim: int, w_f8: Tensor, w_scale: Tensor, w_t_f8: Tensor, w_t_scale: Tensor
+                ) -> tuple[Tensor, Tensor, Tensor]:
         x_f8, x_scale = rowwise_float8(x.flatten(0, 1))
-        qkv = rowwise_scaled_mm(x_f8, x_scale, *rowwise_float8(w)).view(*x.shape[:2], -1, head_dim)
-        ctx.save_for_backward(x, x_scale, w, qkv, cos, sin, lambdas, ve)
+        qkv = rowwise_scaled_mm(x_f8, x_scale, w_f8, w_scale).view(*x.shape[:2], -1, head_dim)
+        ctx.save_for_backward(x, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve)
+        ctx.w_dtype = w.dtype
         return attention_inputs(qkv, cos, sin, lambdas, ve)
 
     @staticmethod
     def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):
-        x, x_scale, w, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
+        x, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
         _, grad_lambdas, grad_ve, grad_f8, grad_scale = attention_inputs_backward(
             grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=True)
-        grad_x = rowwise_scaled_mm(grad_f8, grad_scale, *rowwise_float8(w.T.contiguous())).view_as(x)
-        grad_w = fp8_qkv_weight_grad(grad_f8, grad_scale, x.flatten(0, 1), x_scale).type_as(w)
-        return grad_x, grad_w, None, None, grad_lambdas, grad_ve if ve is not None else None, None
+        grad_x = rowwise_scaled_mm(grad_f8, grad_scale, w_t_f8, w_t_scale).view_as(x)
+        grad_w = fp8_qkv_weight_grad(grad_f8, grad_scale, x.flatten(0, 1), x_scale).to(ctx.w_dtype)
+        return (grad_x, grad_w, None, None, grad_lambdas, grad_ve if ve is not None else None, None, None, None, None,
+                None)
 
 
 def fp8_attention_inputs(x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
-                         head_dim: int) -> tuple[Tensor, Tensor, Tensor]:
-    return FP8AttentionInputs.apply(x, w, cos, sin, lambdas, ve, head_dim)
+                         head_dim: int, w_f8: Tensor, w_scale: Tensor, w_t_f8: Tensor,
+                         w_t_scale: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    return FP8AttentionInputs.apply(x, w, cos, sin, lambdas, ve, head_dim, w_f8, w_scale, w_t_f8, w_t_scale)
 
 
 def trace_autograd_functions_as_one_call():
@@ -1521,12 +1534,17 @@ class CausalSelfAttention(nn.Module):
         self.rotary = rotary  # one table shared by all layers
         self.fp8_qkv = args.fp8_qkv
 
-    def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask) -> Tensor:
+    def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask,
+                qkv_casts: tuple | None = None) -> Tensor:
+        """qkv_casts: qkv_weight_casts of the QKV weight as it is, made once for a step's micro-steps (None: cast
+        here)."""
         B, T = x.shape[:2]
         qkv_w = self.qkvo_w[:3].flatten(0, 1)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         if self.fp8_qkv and self.training:
-            q, k, v = fp8_attention_inputs(x, qkv_w, *self.rotary.tables(T), lambdas, value_embed, self.head_dim)
+            casts = qkv_casts if qkv_casts is not None else qkv_weight_casts(qkv_w)
+            q, k, v = fp8_attention_inputs(x, qkv_w, *self.rotary.tables(T), lambdas, value_embed, self.head_dim,
+                                           *casts)
         else:
             qkv = F.linear(x, qkv_w.type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
             q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
@@ -1562,11 +1580,20 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(args, rotary) if has_attention else None
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp, args.fp8_amax_row_step)
 
-    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask, mlp_casts=None):
+    def weight_casts(self) -> tuple:
+        """The float8 casts of this block's FP8 weights as they are (None where a projection is bf16): the MLP's
+        (mlp_weight_casts) and the QKV projection's (qkv_weight_casts)."""
+        mlp = mlp_weight_casts(self.mlp.fc_w, self.mlp.proj_w) if self.mlp.fp8 else None
+        attn = self.attn
+        qkv = qkv_weight_casts(attn.qkvo_w[:3].flatten(0, 1)) if attn is not None and attn.fp8_qkv else None
+        return mlp, qkv
+
+    def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask, casts=(None, None)):
+        """casts: this step's weight_casts (None for either: cast in the forward)."""
         x = block_lambdas[0] * x + block_lambdas[1] * x0  # learned share of the embedding stream (2024 records)
         if self.attn is not None:
-            x = x + self.attn(rms_norm(x), value_embed, attn_lambdas, mask)
-        return x + self.mlp(rms_norm(x), mlp_casts)
+            x = x + self.attn(rms_norm(x), value_embed, attn_lambdas, mask, casts[1])
+        return x + self.mlp(rms_norm(x), casts[0])
 
 
 def value_embed_layout(num_layers: int) -> list:
@@ -1645,14 +1672,15 @@ class GPT(nn.Module):
         chunks = zip(x.split(EVAL_HEAD_TOKENS), targets.to(torch.int64).split(EVAL_HEAD_TOKENS))
         return sum(F.cross_entropy(softcap(F.linear(xc, w)), tc, reduction="sum") for xc, tc in chunks) / len(targets)
 
-    def mlp_casts(self) -> list:
-        """Each block's mlp_weight_casts (None for a bf16 MLP), from the weights as they are: train_step makes them
-        once a step and passes them to each micro-step's forward."""
-        return [mlp_weight_casts(b.mlp.fc_w, b.mlp.proj_w) if b.mlp.fp8 else None for b in self.blocks]
+    def weight_casts(self) -> list:
+        """Each block's weight_casts, from the weights as they are: train_step makes them once a step and passes them
+        to each micro-step's forward."""
+        return [block.weight_casts() for block in self.blocks]
 
-    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor, mlp_casts: list | None = None) -> Tensor:
-        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval. mlp_casts: this step's
-        GPT.mlp_casts (None: each FP8 MLP casts its weights itself)."""
+    def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor,
+                weight_casts: list | None = None) -> Tensor:
+        """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval. weight_casts: this
+        step's GPT.weight_casts (None: each FP8 projection casts its weights itself)."""
         masks = attention_masks(inputs, window_blocks)
         x0, value_embeds = self.embedded(inputs)
         x = x0
@@ -1666,7 +1694,7 @@ class GPT(nn.Module):
             ve_index = self.value_embed_layout[i]
             value_embed = None if ve_index is None else value_embeds[ve_index]
             x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]],
-                      None if mlp_casts is None else mlp_casts[i])
+                      (None, None) if weight_casts is None else weight_casts[i])
             if i < self.num_skips:
                 skips.append(x)
         if backout is not None:  # backout (2025-10 record): what early blocks wrote for context, not prediction
@@ -2619,13 +2647,13 @@ def set_schedules(optimizers, step: int, args: Hyperparameters):
                 group["momentum"] = muon_momentum(step, args)
 
 
-def train_step(model, optimizers, batches, step: int, args, windows: dict, mlp_casts) -> Tensor:
-    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async). mlp_casts:
-    GPT.mlp_casts (compiled or not), called once, before the micro-steps: the weights' float8 casts cost ~6 ms a
+def train_step(model, optimizers, batches, step: int, args, windows: dict, weight_casts) -> Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the mean loss per token (async). weight_casts:
+    GPT.weight_casts (compiled or not), called once, before the micro-steps: the weights' float8 casts cost ~6 ms a
     full step when each micro-step made them (perf/NOTES.md, session 62)."""
     window = windows[window_blocks_at(step, args)]
     total = torch.zeros((), device=window.device)
-    casts = mlp_casts()
+    casts = weight_casts()
     for _ in range(args.grad_accum_steps):
         inputs, targets = next(batches)
         loss = model(inputs, targets, window, casts)
@@ -2737,7 +2765,7 @@ def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperp
 # Main: checks, setup, warmup (undone), then the timed training loop with validation
 
 
-def warmup(model, raw_model: GPT, optimizers, mlp_casts, val_tokens: Tensor, windows: dict,
+def warmup(model, raw_model: GPT, optimizers, weight_casts, val_tokens: Tensor, windows: dict,
            train_files: list[str], args: Hyperparameters, rank: int, world_size: int,
            device: torch.device) -> tuple[str | None, WarmupLaps]:
     """Compile and run the training and validation paths, then restore the initial state. The last
@@ -2749,7 +2777,7 @@ def warmup(model, raw_model: GPT, optimizers, mlp_casts, val_tokens: Tensor, win
 
     def run_steps(steps):
         for step in steps:
-            train_step(model, optimizers, batches, step, args, windows, mlp_casts)
+            train_step(model, optimizers, batches, step, args, windows, weight_casts)
 
     unprofiled = args.warmup_steps - args.profile_steps
     if unprofiled:
@@ -2772,7 +2800,7 @@ def warmup(model, raw_model: GPT, optimizers, mlp_casts, val_tokens: Tensor, win
     return table, laps
 
 
-def train(model, optimizers, mlp_casts, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
+def train(model, optimizers, weight_casts, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
           args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> str | None:
     """Training steps with validation every val_loss_every steps and at the end, timed by clock.
     Returns which loss was not finite at which step (the run stops there), else None."""
@@ -2795,7 +2823,7 @@ def train(model, optimizers, mlp_casts, batches, val_tokens: Tensor, windows: di
             return None
         if step == 0:  # the benchmark's start-up time: process start to the first timed step
             log.write(f"startup: first timed step at {time.perf_counter() - PROCESS_START:.1f}s")
-        loss = train_step(model, optimizers, batches, step, args, windows, mlp_casts)
+        loss = train_step(model, optimizers, batches, step, args, windows, weight_casts)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
         if pending is not None and not log_train_loss(log, pending, clock, args):
@@ -2828,10 +2856,10 @@ def main():
     torch.manual_seed(args.seed)
     with torch.device(device):  # built in place: initialising on the CPU took 5.4 s of the start on the H200 machine
         raw_model = GPT(args)
-    model, mlp_casts = raw_model, raw_model.mlp_casts
+    model, weight_casts = raw_model, raw_model.weight_casts
     if args.compile:
         trace_autograd_functions_as_one_call()
-        model, mlp_casts = torch.compile(raw_model, dynamic=False), torch.compile(mlp_casts, dynamic=False)
+        model, weight_casts = torch.compile(raw_model, dynamic=False), torch.compile(weight_casts, dynamic=False)
     optimizers = build_optimizers(raw_model, args, comm)
     if builds is not None:
         builds.submit(functools.partial(newton_schulz_builds, optimizers[-1], device))
@@ -2842,7 +2870,7 @@ def main():
               f"{matmul_params(raw_model):,} matmul params, {flops:.3e} FLOPs per step")
 
     warmup_start = time.perf_counter()
-    table, laps = warmup(model, raw_model, optimizers, mlp_casts, val_tokens, windows, train_files, args, rank,
+    table, laps = warmup(model, raw_model, optimizers, weight_casts, val_tokens, windows, train_files, args, rank,
                          world_size, device)
     if builds is not None:
         log.write(builds.finish())
@@ -2864,7 +2892,7 @@ def main():
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     clock = TrainingClock(device)
-    stop = train(model, optimizers, mlp_casts, batches, val_tokens, windows, log, clock, args, rank, world_size,
+    stop = train(model, optimizers, weight_casts, batches, val_tokens, windows, log, clock, args, rank, world_size,
                  device, flops)
     if stop is not None:
         clock.stop()  # train returned with it running: its last steps count in the time line

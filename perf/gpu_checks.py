@@ -170,7 +170,7 @@ def fp8_qkv_checks() -> list[bool]:
     lambdas = torch.tensor([0.7, -0.4], device="cuda")
     ve = torch.randn(1, tokens, heads, head_dim, device="cuda", generator=gen).bfloat16()
     grads = tuple((torch.randn(ve.shape, device="cuda", generator=gen) * 1e-3).bfloat16() for _ in range(3))
-    outputs = tg.fp8_attention_inputs(x, w, cos, sin, lambdas, ve, head_dim)
+    outputs = tg.fp8_attention_inputs(x, w, cos, sin, lambdas, ve, head_dim, *tg.qkv_weight_casts(w))
     torch.autograd.backward(outputs, grads)
     (x_f8, x_s), (w_f8, w_s) = tg.rowwise_float8(x.detach().flatten(0, 1)), tg.rowwise_float8(w.detach())
     qkv = tg.rowwise_scaled_mm(x_f8.cpu(), x_s.cpu(), w_f8.cpu(), w_s.cpu()).view(1, tokens, 3 * heads, head_dim)

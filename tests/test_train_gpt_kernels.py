@@ -837,7 +837,8 @@ def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_product
     gradients are exactly the bf16 path's."""
     x, w, cos, sin, lambdas, ve, grads = fp8_attention_case()
     leaves = [t.clone().requires_grad_() for t in (x, w, lambdas, ve)]
-    outputs = train_gpt.fp8_attention_inputs(leaves[0], leaves[1], cos, sin, leaves[2], leaves[3], 32)
+    outputs = train_gpt.fp8_attention_inputs(leaves[0], leaves[1], cos, sin, leaves[2], leaves[3], 32,
+                                             *train_gpt.qkv_weight_casts(leaves[1]))
     torch.autograd.backward(outputs, grads)
     (x_f8, x_s), (w_f8, w_s) = train_gpt.rowwise_float8(x.flatten(0, 1)), train_gpt.rowwise_float8(w)
     qkv = ((x_f8.float() * x_s) @ (w_f8.float() * w_s).T).bfloat16().view(1, TOKENS, 6, 32).requires_grad_()

@@ -209,19 +209,23 @@ def test_tiny_forward_at_init_is_uniform_over_the_vocabulary():
         assert model(tokens[:-1].int(), tokens[1:].int(), window).item() == pytest.approx(math.log(50304), rel=1e-5)
 
 
-def test_a_steps_mlp_casts_give_the_loss_and_gradients_of_casting_in_each_forward():
-    """GPT.mlp_casts, made once a step and passed to each micro-step's forward, is the same float8 data the FP8 MLPs
-    made themselves before: loss and every gradient equal bit for bit. Casts of weights that have since moved give
-    another loss (what a stale copy would do), so the forward does read the casts it is given."""
+def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_forward():
+    """GPT.weight_casts, made once a step and passed to each micro-step's forward, is the same float8 data the FP8
+    MLPs and QKV projections made themselves before: loss and every gradient equal bit for bit. Casts of weights
+    that have since moved (either kind) give another loss, so the forward does read the casts it is given."""
     model = tiny_model()
-    with torch.no_grad():
+    with torch.no_grad():  # no zero-initialised projection: each block's output reads both casts
         model.lm_head_w.normal_(0, 0.02)
         for block in model.blocks:
             block.mlp.proj_w.normal_(0, 0.02)
+            if block.attn is not None:
+                block.attn.qkvo_w[3].normal_(0, 0.02)
     tokens = random_tokens(10, 257, [50, 120])
     window = torch.tensor(2, dtype=torch.int32)
-    casts = model.mlp_casts()
-    assert all(c is not None and len(c) == 5 and c[0].dtype == torch.float8_e4m3fn for c in casts)
+    casts = model.weight_casts()
+    assert all(len(mlp) == 5 and mlp[0].dtype == torch.float8_e4m3fn for mlp, _ in casts)
+    assert [qkv is None for _, qkv in casts] == [block.attn is None for block in model.blocks]
+    assert all(len(qkv) == 4 and qkv[0].dtype == torch.float8_e4m3fn for _, qkv in casts if qkv is not None)
     results = []
     for given in (None, casts):
         loss = model(tokens[:-1].int(), tokens[1:].int(), window, given)
@@ -230,11 +234,16 @@ def test_a_steps_mlp_casts_give_the_loss_and_gradients_of_casting_in_each_forwar
         model.zero_grad(set_to_none=True)
     assert torch.equal(results[0][0], results[1][0])
     assert all(torch.equal(results[0][1][name], results[1][1][name]) for name in results[0][1])
-    with torch.no_grad():
-        for block in model.blocks:
-            block.mlp.fc_w.mul_(1.5)
-    fresh, stale = (model(tokens[:-1].int(), tokens[1:].int(), window, given).item() for given in (None, casts))
-    assert fresh != stale
+    for moved in ("mlp", "attn"):
+        with torch.no_grad():
+            for block in model.blocks:
+                if moved == "mlp":
+                    block.mlp.fc_w.mul_(1.5)
+                elif block.attn is not None:
+                    block.attn.qkvo_w[:3].mul_(1.5)
+        fresh, stale = (model(tokens[:-1].int(), tokens[1:].int(), window, given).item() for given in (None, casts))
+        assert fresh != stale, moved
+        casts = model.weight_casts()
 
 
 def test_tiny_forward_and_backward_are_finite_and_reach_every_parameter():

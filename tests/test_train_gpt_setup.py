@@ -85,8 +85,10 @@ if version == "edited":  # as if the function's source had changed
 function = getattr(script, function_name)
 inputs = [torch.randn(*shape, dtype=x_dtype if i == 0 else torch.float32, requires_grad=True)
           for i, shape in enumerate(shapes)]
-if function_name == "fp8_mlp":  # the weights' casts, made outside it (once a step in training)
+if function_name == "fp8_mlp":  # the weights' casts, made outside them (once a step in training)
     extra = (*script.mlp_weight_casts(*inputs[1:]), *extra)
+if function_name == "fp8_attention_inputs":
+    extra = (*extra, *script.qkv_weight_casts(inputs[1]))
 
 def loss(*inputs):
     outputs = function(*inputs, *extra)
