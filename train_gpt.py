@@ -448,13 +448,15 @@ def _(h, grad_a, a_scale, grad_scale):
 
 
 @torch.no_grad()
-def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, ...]:
     """The MLP weights as FP8MLP's products take them (the tensor cores take a row-major A and a column-major B):
-    fc_w and proj_w (dim x hidden) in e4m3, each also transposed (hidden x dim, contiguous), and their two scales
-    (2,). The weights do not change between micro-steps, so training makes these once a step (GPT.weight_casts)."""
+    fc_w and proj_w (dim x hidden) in e4m3, each also transposed (hidden x dim, contiguous), and their scales, each
+    a 0-d tensor of its own (inductor's GEMM templates cannot take a scale that views another tensor: a lowering
+    error on the GPU, perf/NOTES.md session 63). The weights do not change between micro-steps, so training makes
+    these once a step (GPT.weight_casts)."""
     fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
     proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
-    return fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), torch.stack([fc_scale, proj_scale])
+    return fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), fc_scale, proj_scale
 
 
 class FP8MLP(torch.autograd.Function):
@@ -467,9 +469,8 @@ class FP8MLP(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
-                proj_f8_t: Tensor, weight_scales: Tensor, row_step: int) -> Tensor:
+                proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
-        fc_scale, proj_scale = weight_scales[0], weight_scales[1]
         h = scaled_mm(x_f8, fc_f8_t.T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
         a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)  # as the backward
         ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, h, x_scale, fc_scale, proj_scale, a_scale)
@@ -490,12 +491,12 @@ class FP8MLP(torch.autograd.Function):
         grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,
                             fast_accum=False)
         grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=True)
-        return grad_x, grad_fc, grad_proj, None, None, None, None, None, None
+        return grad_x, grad_fc, grad_proj, None, None, None, None, None, None, None
 
 
 def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
-            proj_f8_t: Tensor, weight_scales: Tensor, row_step: int) -> Tensor:
-    return FP8MLP.apply(x, fc_w, proj_w, fc_f8, fc_f8_t, proj_f8, proj_f8_t, weight_scales, row_step)
+            proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
+    return FP8MLP.apply(x, fc_w, proj_w, fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale, row_step)
 
 
 def rowwise_float8(t: Tensor) -> tuple[Tensor, Tensor]:

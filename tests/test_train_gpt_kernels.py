@@ -679,6 +679,18 @@ def test_fp8_mlp_matches_the_float8_rounded_reference_forward_and_backward(row_s
     assert 1e-4 < (out.float() - exact).norm() / exact.norm() < 0.15  # rounded, but the same function
 
 
+def test_mlp_weight_casts_are_both_layouts_and_scales_that_view_no_other_tensor():
+    """The scales are 0-d tensors of their own: one stacked scale tensor, indexed in FP8MLP, broke inductor's GEMM
+    template lowering on the GPU (a view of two elements taken as one; perf/NOTES.md session 63)."""
+    _, fc_w, proj_w = fp8_mlp_leaves()
+    fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale = train_gpt.mlp_weight_casts(fc_w, proj_w)
+    for f8, f8_t, w, scale in ((fc_f8, fc_f8_t, fc_w, fc_scale), (proj_f8, proj_f8_t, proj_w, proj_scale)):
+        assert torch.equal(f8.view(torch.uint8), train_gpt.to_float8_scaled(w.detach(), torch.float8_e4m3fn)[0].view(
+            torch.uint8))
+        assert torch.equal(f8_t.view(torch.uint8), f8.view(torch.uint8).T) and f8_t.is_contiguous()
+        assert scale.shape == () and scale._base is None and not scale.requires_grad
+
+
 def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
     """The forward and grad_a / grad_x (sums over model_dim and the hidden width) take the tensor cores' fast
     accumulation; the weight gradients, sums over every token, keep the precise one."""

@@ -223,7 +223,7 @@ def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_for
     tokens = random_tokens(10, 257, [50, 120])
     window = torch.tensor(2, dtype=torch.int32)
     casts = model.weight_casts()
-    assert all(len(mlp) == 5 and mlp[0].dtype == torch.float8_e4m3fn for mlp, _ in casts)
+    assert all(len(mlp) == 6 and mlp[0].dtype == torch.float8_e4m3fn for mlp, _ in casts)
     assert [qkv is None for _, qkv in casts] == [block.attn is None for block in model.blocks]
     assert all(len(qkv) == 4 and qkv[0].dtype == torch.float8_e4m3fn for _, qkv in casts if qkv is not None)
     results = []
