@@ -196,6 +196,19 @@ def tiny_model(**overrides):
     return GPT(Hyperparameters(**{**TINY, **overrides}))
 
 
+def tiny_model_past_init():
+    """tiny_model with the zero-initialised head and output projections drawn, so that every block's output and the
+    loss depend on every weight."""
+    model = tiny_model()
+    with torch.no_grad():
+        model.lm_head_w.normal_(0, 0.02)
+        for block in model.blocks:
+            block.mlp.proj_w.normal_(0, 0.02)
+            if block.attn is not None:
+                block.attn.qkvo_w[3].normal_(0, 0.02)
+    return model
+
+
 def test_tiny_forward_at_init_is_uniform_over_the_vocabulary():
     model = tiny_model()
     tokens = random_tokens(8, 257, [50, 120])
@@ -213,13 +226,7 @@ def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_for
     """GPT.weight_casts, made once a step and passed to each micro-step's forward, is the same float8 data the FP8
     MLPs and QKV projections made themselves before: loss and every gradient equal bit for bit. Casts of weights
     that have since moved (either kind) give another loss, so the forward does read the casts it is given."""
-    model = tiny_model()
-    with torch.no_grad():  # no zero-initialised projection: each block's output reads both casts
-        model.lm_head_w.normal_(0, 0.02)
-        for block in model.blocks:
-            block.mlp.proj_w.normal_(0, 0.02)
-            if block.attn is not None:
-                block.attn.qkvo_w[3].normal_(0, 0.02)
+    model = tiny_model_past_init()  # each block's output reads both casts
     tokens = random_tokens(10, 257, [50, 120])
     window = torch.tensor(2, dtype=torch.int32)
     casts = model.weight_casts()
@@ -247,13 +254,7 @@ def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_for
 
 
 def test_tiny_forward_and_backward_are_finite_and_reach_every_parameter():
-    model = tiny_model()
-    with torch.no_grad():
-        model.lm_head_w.normal_(0, 0.02)
-        for block in model.blocks:
-            block.mlp.proj_w.normal_(0, 0.02)
-            if block.attn is not None:
-                block.attn.qkvo_w[3].normal_(0, 0.02)
+    model = tiny_model_past_init()
     tokens = random_tokens(9, 257, [50, 120])
     loss = model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
     assert torch.isfinite(loss) and loss.item() != pytest.approx(256 * math.log(50304), rel=1e-4)
