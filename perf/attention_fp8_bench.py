@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt  # noqa: E402
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 ROW_STEP = 16  # --fp8_amax_row_step's default
@@ -137,11 +137,9 @@ def rowwise(t: dict, tiny: bool) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/attention_fp8_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/attention_fp8_bench.py", TINY_CPU_HINT)):
-        return answer
     tokens, dim = (512, 64) if tiny else (49152, 768)
     t = tensors(tokens, dim, "cpu" if tiny else "cuda")
     bf16_us, fp8_saved_us, casts_us = tensorwise(t, tiny)

@@ -73,3 +73,11 @@ def no_gpu_error(tool: str, cpu_hint: str = "") -> int | None:
     print(f"error: {tool} runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); run it on "
           f"the GPU machine{cpu_hint}", file=sys.stderr)
     return 2
+
+
+def tiny_bench_refusal(argv: list[str], doc: str, tool: str) -> int | None:
+    """A bench whose only option is --tiny (small shapes on the CPU): usage_or_error's answer, else, without --tiny,
+    no_gpu_error's (pointing to --tiny); None when it should run."""
+    if (answer := usage_or_error(argv, doc, ("--tiny",))) is not None:
+        return answer
+    return None if "--tiny" in argv else no_gpu_error(tool, TINY_CPU_HINT)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 PROXY_SHARDS = str(ROOT / "data" / "proxy" / "proxy_train_*.bin")
@@ -44,11 +44,9 @@ def forward_backward(run, ids, tables, grad_out):
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/embedding_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/embedding_bench.py", TINY_CPU_HINT)):
-        return answer
     device = "cpu" if tiny else "cuda"
     tokens, vocab, dim = (512, 1000, 64) if tiny else (49152, 50304, 768)
     gen = torch.Generator(device).manual_seed(1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 
 
 def cuda_kernels(run) -> list:
@@ -50,11 +50,9 @@ def report(name: str, run, flops: float, tiny: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/head_gemm_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/head_gemm_bench.py", TINY_CPU_HINT)):
-        return answer
     device = "cpu" if tiny else "cuda"
     gen = torch.Generator(device).manual_seed(0)
     tokens, dim, vocab = (256, 64, 320) if tiny else (65536, 1024, 50304)  # track 2's step

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8), (4096, 16)]  # BLOCK, warps
@@ -68,11 +68,9 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/head_kernels_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/head_kernels_bench.py", TINY_CPU_HINT)):
-        return answer
     tg = load_script(ROOT / "train_gpt.py")
     if not tiny:
         tg.configure_triton_builds()  # as in training: the transposed float8 stores need it

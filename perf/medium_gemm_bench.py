@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from head_gemm_bench import cuda_kernels  # noqa: E402
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 
 
 def gemms(tokens: int, dim: int, hidden: int, device: str) -> dict:
@@ -44,11 +44,9 @@ def kernels_launched(run, tiny: bool) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/medium_gemm_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/medium_gemm_bench.py", TINY_CPU_HINT)):
-        return answer
     device = "cpu" if tiny else "cuda"
     tokens, dim, hidden = (256, 64, 256) if tiny else (65536, 1024, 4096)
     for name, (left, right) in gemms(tokens, dim, hidden, device).items():

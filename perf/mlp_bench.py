@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt  # noqa: E402
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 
 CONFIGS = list(itertools.product((32, 64, 128), (64, 128, 256), (4, 8)))  # BLOCK_ROWS, BLOCK_COLS, num_warps
 TINY_CONFIGS = [train_gpt.RELU_SQUARE_LAUNCH, (32, 64, 4)]
@@ -61,11 +61,9 @@ def equal_share(ours, theirs) -> float:
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/mlp_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/mlp_bench.py", TINY_CPU_HINT)):
-        return answer
     train_gpt.configure_triton_builds()  # as the training run builds the kernel
     device = torch.device("cpu" if tiny else "cuda")
     rows, cols = (256, 384) if tiny else (49152, 3072)

@@ -19,7 +19,7 @@ import train_gpt as short  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import TINY_CPU_HINT, no_gpu_error, timed_us, usage_or_error  # noqa: E402
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 
 SCRIPT_CONFIG = (128, 64, 8, 3)  # BLOCK_M, BLOCK_K, num_warps, num_stages in sym_matmul_triton
 CONFIGS = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (3, 4)))
@@ -84,11 +84,9 @@ def bench_product(name: str, x: torch.Tensor, c: torch.Tensor | None, reference,
 
 
 def main(argv: list[str]) -> int:
-    if (answer := usage_or_error(argv, __doc__, ("--tiny",))) is not None:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/sym_bench.py")) is not None:
         return answer
     tiny = "--tiny" in argv
-    if not tiny and (answer := no_gpu_error("perf/sym_bench.py", TINY_CPU_HINT)):
-        return answer
     device = torch.device("cpu" if tiny else "cuda")
     configs = TINY_CONFIGS if tiny else CONFIGS
     for track, script in (("short", short), ("medium", medium)):
