@@ -1535,15 +1535,18 @@ class CausalSelfAttention(nn.Module):
         self.rotary = rotary  # one table shared by all layers
         self.fp8_qkv = args.fp8_qkv
 
+    def weight_casts(self) -> tuple | None:
+        """qkv_weight_casts of the QKV weight as it is (None when the projection is bf16)."""
+        return qkv_weight_casts(self.qkvo_w[:3].flatten(0, 1)) if self.fp8_qkv else None
+
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask,
                 qkv_casts: tuple | None = None) -> Tensor:
-        """qkv_casts: qkv_weight_casts of the QKV weight as it is, made once for a step's micro-steps (None: cast
-        here)."""
+        """qkv_casts: weight_casts, made once for a step's micro-steps (None: cast here)."""
         B, T = x.shape[:2]
         qkv_w = self.qkvo_w[:3].flatten(0, 1)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
         if self.fp8_qkv and self.training:
-            casts = qkv_casts if qkv_casts is not None else qkv_weight_casts(qkv_w)
+            casts = qkv_casts if qkv_casts is not None else self.weight_casts()
             q, k, v = fp8_attention_inputs(x, qkv_w, *self.rotary.tables(T), lambdas, value_embed, self.head_dim,
                                            *casts)
         else:
@@ -1566,12 +1569,15 @@ class MLP(nn.Module):
         self.fc_w = nn.Parameter(torch.empty(dim, hidden).uniform_(-bound, bound))
         self.proj_w = nn.Parameter(torch.zeros(dim, hidden))
 
+    def weight_casts(self) -> tuple | None:
+        """mlp_weight_casts of the weights as they are (None when the MLP is bf16)."""
+        return mlp_weight_casts(self.fc_w, self.proj_w) if self.fp8 else None
+
     def forward(self, x: Tensor, weight_casts: tuple | None = None) -> Tensor:
-        """weight_casts: mlp_weight_casts of the weights as they are, made once for a step's micro-steps (None: cast
-        here)."""
+        """weight_casts: self.weight_casts(), made once for a step's micro-steps (None: cast here)."""
         if not (self.fp8 and self.training):
             return F.linear(F.relu(x @ self.fc_w.type_as(x)).square(), self.proj_w.type_as(x))  # relu^2 (Primer)
-        casts = weight_casts if weight_casts is not None else mlp_weight_casts(self.fc_w, self.proj_w)
+        casts = weight_casts if weight_casts is not None else self.weight_casts()
         return fp8_mlp(x.flatten(0, -2), self.fc_w, self.proj_w, *casts, self.amax_row_step).view_as(x)
 
 
@@ -1582,12 +1588,9 @@ class Block(nn.Module):
         self.mlp = MLP(args.model_dim, args.mlp_ratio * args.model_dim, args.fp8_mlp, args.fp8_amax_row_step)
 
     def weight_casts(self) -> tuple:
-        """The float8 casts of this block's FP8 weights as they are (None where a projection is bf16): the MLP's
-        (mlp_weight_casts) and the QKV projection's (qkv_weight_casts)."""
-        mlp = mlp_weight_casts(self.mlp.fc_w, self.mlp.proj_w) if self.mlp.fp8 else None
-        attn = self.attn
-        qkv = qkv_weight_casts(attn.qkvo_w[:3].flatten(0, 1)) if attn is not None and attn.fp8_qkv else None
-        return mlp, qkv
+        """The float8 casts of this block's FP8 weights as they are (None where a projection is bf16): the MLP's and
+        the QKV projection's."""
+        return self.mlp.weight_casts(), None if self.attn is None else self.attn.weight_casts()
 
     def forward(self, x, x0, value_embed, block_lambdas, attn_lambdas, mask, casts=(None, None)):
         """casts: this step's weight_casts (None for either: cast in the forward)."""
