@@ -23,6 +23,11 @@ import train_gpt_medium as tm  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import no_gpu_error, usage_or_error  # noqa: E402
 
+# At import, so that checks called from other code build as training does too: session 63 called them from code of
+# its own, Triton's bundled ptxas built their kernels, and two failed, one as that ptxas's builds had failed before
+# (perf/NOTES.md, sessions 14 and 64)
+tg.configure_triton_builds()
+
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
@@ -39,7 +44,6 @@ def main(argv: list[str]) -> int:
         return answer
     if answer := no_gpu_error("perf/gpu_checks.py"):
         return answer
-    tg.configure_triton_builds()  # as in training
     print("ptxas:", tg.ptxas_in_use())  # what builds the kernels below
     torch.manual_seed(0)
     results = []

@@ -2,6 +2,8 @@
 which a marked launch raises as a synchronising call does (the GPU runs come from the device)."""
 
 import functools
+import os
+import subprocess
 import sys
 
 import torch
@@ -62,3 +64,14 @@ def test_without_a_gpu_it_is_one_line_naming_the_missing_gpu(repo_root, capsys, 
     assert out == "" and err.splitlines() == [
         "error: perf/gpu_checks.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); "
         "run it on the GPU machine"]
+
+
+def test_importing_the_checks_configures_triton_builds_as_training_does(repo_root):
+    """Code that calls the checks without main() builds their kernels as training does (torch's ptxas where it has
+    one, FMA contraction): configure_triton_builds runs at import. Its FMA setting shows on any machine."""
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_DEFAULT_FP_FUSION"}
+    code = "import os, gpu_checks; print(os.environ.get('TRITON_DEFAULT_FP_FUSION'))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=repo_root / "perf", env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "1"
