@@ -1,6 +1,7 @@
-# Rebuilds the ignored perf/base/ files that calls A-C read, from main (HEAD) and s64-stack.patch: run at the
-# repository root, then carry perf/base (and perf/carry). perf/base/stack_tree and main_tree hold the scripts and the
-# checks each version imports; perf/base/e4m3a the relu-square kernel's six variants for relu_square_variants_bench.py.
+# Rebuilds the ignored perf/base/ files that calls A-C read, from main (HEAD) and s64-stack.patch, and copies the calls
+# there as perf/base/s64_callA.sh ... (records/ is moved aside during a call): run at the repository root, then carry
+# perf/base (and perf/carry). perf/base/stack_tree and main_tree hold the scripts and the checks each version
+# imports; perf/base/e4m3a the relu-square kernel's six variants for relu_square_variants_bench.py.
 set -euo pipefail
 record=$(cd "$(dirname "$0")" && pwd)
 base=perf/base; rm -rf "$base/stack_tree" "$base/main_tree" "$base/e4m3a" /tmp/s64-stack
@@ -15,6 +16,8 @@ for version in main stack; do
     cp "$base/${version}_tree/train_gpt.py" "$base/$version.py"
 done
 mkdir -p "$base/e4m3a" && cp "$record/relu_square_variants_bench.py" "$base/e4m3a/bench.py"
+for call in A B C; do cp "$record/call${call}_commands.sh" "$base/s64_call$call.sh"; done
+cp "$record/stack_checks.sh" "$record/relu_variants.sh" "$base/"
 python - "$base" <<'PY'
 import sys
 from pathlib import Path
