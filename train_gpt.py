@@ -1004,7 +1004,8 @@ def row_scaled_transposed_kernel(src_ptr, multipliers_ptr, out_t_ptr, rows, cols
 def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = torch.float8_e4m3fn,
                           launch: tuple = FLOAT8_BOTH_WAYS_LAUNCH) -> Tensor:
     """(t * multipliers).T in dtype (e4m3 in training, saturating; any float dtype for tests under Triton's
-    interpreter, whose float8 casts misround) for a 2-D t and a multiplier per row (rows x 1, fp32)."""
+    interpreter, whose float8 casts misround) for a 2-D t (e4m3 in training, any float dtype) and a multiplier per
+    row (rows x 1, fp32)."""
     rows, cols = t.shape
     out_t, (block, num_warps) = t.new_empty(cols, rows, dtype=dtype), launch
     row_scaled_transposed_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
@@ -1014,33 +1015,37 @@ def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = t
 
 def weight_grad_x_scales(grad_scale: Tensor, x_scale: Tensor) -> tuple[Tensor, Tensor]:
     """For fp8_qkv_weight_grad: x's one e4m3 scale once each token's gradient scale s_t is on its row (the largest
-    s_t * max|x_t| / 448, from x's rowwise scales), and each row's multiplier s_t / that scale."""
-    x_total_scale = (grad_scale * x_scale).amax().clamp_min(1e-30)
-    return x_total_scale, grad_scale / x_total_scale
+    s_t * xs_t, xs_t = max|x_t| / 448 its rowwise scale), and the multiplier that takes each row of x's rowwise e4m3
+    copy (x_t / xs_t) there: s_t * xs_t / that scale."""
+    row_scales = grad_scale * x_scale
+    x_total_scale = row_scales.amax().clamp_min(1e-30)
+    return x_total_scale, row_scales / x_total_scale
 
 
 @torch.library.custom_op("nanogpt::fp8_qkv_weight_grad", mutates_args=())
-def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x: Tensor, x_scale: Tensor) -> Tensor:
+def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x_f8: Tensor, x_scale: Tensor) -> Tensor:
     """The QKV weight's gradient, sum over tokens t of grad_t^T x_t in fp32, on the FP8 tensor cores (precise
-    accumulation: the sum runs over the tokens). grad_f8 (tokens x width, e4m3) and grad_scale (tokens x 1) are the
-    gradient as rowwise_float8 makes it, x (tokens x dim, bf16) the projection's input and x_scale its rowwise scales
-    (max |x_t| / 448). A sum over the tokens cannot take a scale per token, so each token's gradient scale moves onto
-    x's row: grad_t^T x_t = (grad_t / s_t)^T (s_t x_t); x then goes to e4m3 with one scale, the largest s_t * max|x_t|
-    / 448, so that its largest row reaches 448. Both operands token-major, as the FP8 tensor cores take them: the
-    gradient's bytes by transpose_kernel, x's scaled copy by row_scaled_transposed_kernel on the GPU (inductor stored
-    such copies a byte at a time); torch's copies elsewhere."""
+    accumulation: the sum runs over the tokens). grad_f8 (tokens x width) and grad_scale (tokens x 1) are the
+    gradient, x_f8 (tokens x dim) and x_scale the projection's input, each as rowwise_float8 makes it (e4m3, scales
+    max |row| / 448): x's copy is the forward's, kept for the backward in place of the bf16 x (half its bytes to
+    keep and to read here). A sum over the tokens cannot take a scale per token, so each token's gradient scale
+    moves onto x's row: grad_t^T x_t = (grad_t / s_t)^T (s_t x_t); x then goes to e4m3 again with one scale, the
+    largest s_t * xs_t, so that its largest row reaches 448 (a second rounding of x, within two of e4m3's steps).
+    Both operands token-major, as the FP8 tensor cores take them: the gradient's bytes by transpose_kernel, x's
+    scaled copy by row_scaled_transposed_kernel on the GPU (inductor stored such copies a byte at a time); torch's
+    copies elsewhere."""
     x_total_scale, multipliers = weight_grad_x_scales(grad_scale, x_scale)
     if grad_f8.is_cuda:
-        grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x.contiguous(), multipliers)
+        grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x_f8, multipliers)
     else:
         grad_t = grad_f8.T.contiguous()
-        x_t = to_float8(x.float() * multipliers, 1.0, torch.float8_e4m3fn).T.contiguous()
+        x_t = to_float8(x_f8.float() * multipliers, 1.0, torch.float8_e4m3fn).T.contiguous()
     return scaled_mm(grad_t, x_t.T, 1.0, x_total_scale, torch.float32, fast_accum=False)
 
 
 @fp8_qkv_weight_grad.register_fake
-def _(grad_f8, grad_scale, x, x_scale):
-    return grad_f8.new_empty(grad_f8.size(1), x.size(1), dtype=torch.float32)
+def _(grad_f8, grad_scale, x_f8, x_scale):
+    return grad_f8.new_empty(grad_f8.size(1), x_f8.size(1), dtype=torch.float32)
 
 
 @torch.no_grad()
@@ -1056,8 +1061,8 @@ class FP8AttentionInputs(torch.autograd.Function):
     FP8 tensor cores in e4m3 with a scale per row (rowwise scaling, torchao's float8 recipes 2024: each scale from its
     own row, which the kernel that makes the row can take): the forward from x and w (the norm before it computes x's
     scales); grad_x and the weight's gradient (fp8_qkv_weight_grad) from qkv's gradient, which
-    attention_inputs_backward's kernel writes in e4m3 with a scale per token (--fp8_qkv). The weight comes cast
-    (qkv_weight_casts of w as it is); w is here for its gradient."""
+    attention_inputs_backward's kernel writes in e4m3 with a scale per token (--fp8_qkv). The backward keeps x's e4m3
+    copy and scales, not x. The weight comes cast (qkv_weight_casts of w as it is); w is here for its gradient."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor, ve: Tensor | None,
@@ -1065,17 +1070,17 @@ class FP8AttentionInputs(torch.autograd.Function):
                 ) -> tuple[Tensor, Tensor, Tensor]:
         x_f8, x_scale = rowwise_float8(x.flatten(0, 1))
         qkv = rowwise_scaled_mm(x_f8, x_scale, w_f8, w_scale).view(*x.shape[:2], -1, head_dim)
-        ctx.save_for_backward(x, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve)
-        ctx.w_dtype = w.dtype
+        ctx.save_for_backward(x_f8, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve)
+        ctx.x_shape, ctx.w_dtype = x.shape, w.dtype
         return attention_inputs(qkv, cos, sin, lambdas, ve)
 
     @staticmethod
     def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):
-        x, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
+        x_f8, x_scale, w_t_f8, w_t_scale, qkv, cos, sin, lambdas, ve = ctx.saved_tensors
         _, grad_lambdas, grad_ve, grad_f8, grad_scale = attention_inputs_backward(
             grad_q, grad_k, grad_v, qkv, cos, sin, lambdas, ve, rowwise_fp8=True)
-        grad_x = rowwise_scaled_mm(grad_f8, grad_scale, w_t_f8, w_t_scale).view_as(x)
-        grad_w = fp8_qkv_weight_grad(grad_f8, grad_scale, x.flatten(0, 1), x_scale).to(ctx.w_dtype)
+        grad_x = rowwise_scaled_mm(grad_f8, grad_scale, w_t_f8, w_t_scale).view(ctx.x_shape)
+        grad_w = fp8_qkv_weight_grad(grad_f8, grad_scale, x_f8, x_scale).to(ctx.w_dtype)
         return (grad_x, grad_w, None, None, grad_lambdas, grad_ve if ve is not None else None, None, None, None, None,
                 None)
 
@@ -1553,8 +1558,10 @@ class CausalSelfAttention(nn.Module):
             qkv = F.linear(x, qkv_w.type_as(x)).view(B, T, 3 * self.num_heads, self.head_dim)
             q, k, v = attention_inputs(qkv, *self.rotary.tables(T), lambdas, value_embed)
         y = attend(q, k, v, mask, self.scale)
-        # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records)
-        y = y * torch.sigmoid(F.linear(x[..., :self.gate_dim], self.gate_w.type_as(x))).unsqueeze(-1)
+        # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records),
+        # copied: a view would keep all of x in bf16 for the gate's backward, where FP8 keeps only x's e4m3 copy
+        gate_input = x[..., :self.gate_dim].contiguous()
+        y = y * torch.sigmoid(F.linear(gate_input, self.gate_w.type_as(x))).unsqueeze(-1)
         # bf16: in FP8 the gated y needs a rowwise cast (a row reduction, fused with the gate's product into a
         # kernel of its own), which cost what the FP8 GEMM saved (perf/NOTES.md, sessions 44 and 48)
         return y.flatten(2) @ self.qkvo_w[3].type_as(y)
@@ -2319,10 +2326,11 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
             launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
                          functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
                                            rowwise_fp8=args.fp8_qkv)]
-        if args.fp8_qkv:  # fp8_qkv_weight_grad's copies of the e4m3 gradient and of x
+        if args.fp8_qkv:  # fp8_qkv_weight_grad's copies of the e4m3 gradient and of x's e4m3 copy
             grad_f8 = torch.zeros(rows, 3 * heads * head_dim, device=device, dtype=torch.float8_e4m3fn)
+            x_f8 = torch.zeros(rows, dim, device=device, dtype=torch.float8_e4m3fn)
             launches += [functools.partial(transposed, grad_f8),
-                         functools.partial(row_scaled_transposed, x, torch.zeros(rows, 1, device=device))]
+                         functools.partial(row_scaled_transposed, x_f8, torch.zeros(rows, 1, device=device))]
     return launches
 
 

@@ -165,7 +165,8 @@ def fp8_qkv_checks() -> list[bool]:
     attention_inputs of the CPU emulation of the same rowwise product; x's gradient against the exact one and against
     the CPU emulation of the rowwise product of the kernel's e4m3 gradient, whose bytes and scales are checked against
     rowwise_float8 of the kernel's bf16 gradient; w's gradient (fp8_qkv_weight_grad) against the exact one and the CPU
-    emulation, and its scaled copy of x byte for byte against torch's cast; the op's time against bf16's GEMM."""
+    emulation, and its scaled copy of x's e4m3 copy byte for byte against torch's cast; the op's time against bf16's
+    GEMM."""
     gen = torch.Generator("cuda").manual_seed(7)
     tokens, heads, head_dim = 4096, 6, 128
     x = F.rms_norm(torch.randn(1, tokens, 768, device="cuda", generator=gen), (768,)).bfloat16().requires_grad_(True)
@@ -191,12 +192,11 @@ def fp8_qkv_checks() -> list[bool]:
     wt_f8, wt_s = tg.rowwise_float8(w.detach().T.contiguous())
     grad_x_emulated = tg.rowwise_scaled_mm(grad_f8.cpu(), grad_scale.cpu(), wt_f8.cpu(), wt_s.cpu())
     grad_x_exact = qkv.grad.flatten(-2).flatten(0, 1).double() @ w.detach().double()
-    x_flat = x.detach().flatten(0, 1)
-    grad_w_emulated = tg.fp8_qkv_weight_grad(grad_f8.cpu(), grad_scale.cpu(), x_flat.cpu(), x_s.cpu())
-    grad_w_exact = qkv.grad.flatten(-2).flatten(0, 1).double().T @ x_flat.double()
+    grad_w_emulated = tg.fp8_qkv_weight_grad(grad_f8.cpu(), grad_scale.cpu(), x_f8.cpu(), x_s.cpu())
+    grad_w_exact = qkv.grad.flatten(-2).flatten(0, 1).double().T @ x.detach().flatten(0, 1).double()
     multipliers = tg.weight_grad_x_scales(grad_scale, x_s)[1]
-    x_t = tg.row_scaled_transposed(x_flat, multipliers)
-    x_t_torch = tg.to_float8(x_flat.float() * multipliers, 1.0, torch.float8_e4m3fn).T
+    x_t = tg.row_scaled_transposed(x_f8, multipliers)
+    x_t_torch = tg.to_float8(x_f8.float() * multipliers, 1.0, torch.float8_e4m3fn).T
     x_t_unequal = (x_t.view(torch.uint8) != x_t_torch.view(torch.uint8)).float().mean().item()
     qkv_weight_grad_times(3 * heads * head_dim, 768)
     print(f"FP8AttentionInputs: rowwise e4m3 gradient entries one step off rowwise_float8's: "
@@ -221,15 +221,15 @@ def qkv_weight_grad_times(width: int, dim: int, tokens: int = 49152):
     tokens (at the check's 4,096 the op's launches, not its kernels, set its time)."""
     grad = torch.randn(tokens, width, device="cuda").bfloat16()
     x = F.rms_norm(torch.randn(tokens, dim, device="cuda"), (dim,)).bfloat16()
-    (grad_f8, grad_scale), x_scale = tg.rowwise_float8(grad), tg.rowwise_float8(x)[1]
-    op_ms = do_bench(lambda: tg.fp8_qkv_weight_grad(grad_f8, grad_scale, x, x_scale))
+    (grad_f8, grad_scale), (x_f8, x_scale) = tg.rowwise_float8(grad), tg.rowwise_float8(x)
+    op_ms = do_bench(lambda: tg.fp8_qkv_weight_grad(grad_f8, grad_scale, x_f8, x_scale))
     bf16_ms = do_bench(lambda: grad.T @ x)
     print(f"time QKV weight gradient at {tokens} tokens: fp8_qkv_weight_grad {op_ms * 1000:.1f} us, bf16 GEMM "
           f"{bf16_ms * 1000:.1f} us; its gradient's transpose {do_bench(lambda: tg.transposed(grad_f8)) * 1000:.1f} us")
     multipliers = tg.weight_grad_x_scales(grad_scale, x_scale)[1]
     for launch in [tg.FLOAT8_BOTH_WAYS_LAUNCH, (64, 8), (128, 4), (128, 8)]:  # BLOCK, num_warps
-        ms = do_bench(lambda: tg.row_scaled_transposed(x, multipliers, launch=launch))
-        print(f"time row_scaled_transposed of x ({tokens}, {dim}) bf16 to e4m3, BLOCK={launch[0]} warps={launch[1]}: "
+        ms = do_bench(lambda: tg.row_scaled_transposed(x_f8, multipliers, launch=launch))
+        print(f"time row_scaled_transposed of x ({tokens}, {dim}) e4m3 to e4m3, BLOCK={launch[0]} warps={launch[1]}: "
               f"{ms * 1000:.1f} us")
 
 

@@ -50,7 +50,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "grad_h_ptr": "*fp8e5", "grad_h_t_ptr": "*fp8e5", "a_max": "fp32", "inverse_scale": "fp32",
              "limit": "fp32", "multipliers_ptr": "*fp32", "out_t_ptr": "*fp8e4nv"}
 FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
-# the FP8 head's x (bf16) and weight (fp32) to e4m3 both ways; fp8_qkv_weight_grad's scaled copy of x (bf16)
+# the FP8 head's x (bf16) and weight (fp32) to e4m3 both ways; fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
 FLOAT8_BOTH_WAYS = [(dict(ROUND_TO_BF16=src == "*bf16", BLOCK=64), 4, {"src_ptr": src, "out_ptr": "*fp8e4nv"})
                     for src in ("*bf16", "*fp32")]
 ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 128, the scripts' launch
@@ -66,7 +66,7 @@ CONFIGS = {
         "transpose_kernel": [(dict(BLOCK=128), 8)],
         "relu_square_grads_kernel": [(dict(BLOCK_ROWS=32, BLOCK_COLS=128, STORE_GRAD_H_T=True), 4)],  # one pass
         "float8_both_ways_kernel": FLOAT8_BOTH_WAYS,
-        "row_scaled_transposed_kernel": [(dict(BLOCK=64), 4, {"src_ptr": "*bf16"})],
+        "row_scaled_transposed_kernel": [(dict(BLOCK=64), 4, {"src_ptr": "*fp8e4nv"})],
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": TOKENS_BACKWARD,
     },

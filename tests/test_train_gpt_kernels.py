@@ -845,8 +845,8 @@ def fp8_attention_case(seed: int = 3, heads: int = 2, head_dim: int = 32):
 def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_products():
     """--fp8_qkv: q, k, v are attention_inputs of the rowwise float8 product; x's gradient is the rowwise float8
     product of qkv's bf16 gradient and w (rounded there, not equal to bf16's); w's is the float8 product of that
-    rowwise gradient and x with each token's gradient scale on x's row (fp8_qkv_weight_grad); the lambdas' and ve's
-    gradients are exactly the bf16 path's."""
+    rowwise gradient and the forward's rowwise e4m3 x with each token's gradient scale on x's row, cast to e4m3
+    again (fp8_qkv_weight_grad); the lambdas' and ve's gradients are exactly the bf16 path's."""
     x, w, cos, sin, lambdas, ve, grads = fp8_attention_case()
     leaves = [t.clone().requires_grad_() for t in (x, w, lambdas, ve)]
     outputs = train_gpt.fp8_attention_inputs(leaves[0], leaves[1], cos, sin, leaves[2], leaves[3], 32,
@@ -864,7 +864,7 @@ def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_product
     bf16_grad_x = grad_qkv @ w.bfloat16()
     assert 1e-3 < (leaves[0].grad.flatten(0, 1) - bf16_grad_x).float().norm() / bf16_grad_x.float().norm() < 0.06
     x_total_scale = (g_s * x_s).amax()
-    x_f8_scaled = train_gpt.to_float8(x.flatten(0, 1).float() * (g_s / x_total_scale), 1.0, torch.float8_e4m3fn)
+    x_f8_scaled = train_gpt.to_float8(x_f8.float() * (g_s * x_s / x_total_scale), 1.0, torch.float8_e4m3fn)
     torch.testing.assert_close(leaves[1].grad, g_f8.float().T @ (x_f8_scaled.float() * x_total_scale), rtol=1e-5,
                                atol=1e-9)
     bf16_grad_w = (grad_qkv.T @ x.flatten(0, 1)).float()
@@ -873,12 +873,13 @@ def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_product
 
 
 @pytest.mark.parametrize("rows, cols, launch", [(70, 130, (64, 4)), (16, 64, (64, 4)), (33, 20, (16, 2))])
+@pytest.mark.parametrize("src_dtype", [torch.float8_e4m3fn, torch.bfloat16])
 def test_row_scaled_transposed_kernel_is_the_scaled_rows_transposed_and_saturated(interpreted_kernel, rows, cols,
-                                                                                 launch):
+                                                                                 launch, src_dtype):
     """In fp32 (the interpreter's float8 casts misround): every entry times its row's multiplier, clamped to e4m3's
-    range, in the transposed place; partial blocks both ways."""
+    range, in the transposed place; partial blocks both ways; from training's e4m3 rows and from bf16."""
     gen = torch.Generator().manual_seed(11)
-    t = torch.randn(rows, cols, generator=gen).bfloat16()
+    t = torch.randn(rows, cols, generator=gen).to(src_dtype)
     multipliers = torch.rand(rows, 1, generator=gen) * 300
     multipliers[0] = 1e4  # row 0 saturates
     out_t = train_gpt.row_scaled_transposed(t, multipliers, torch.float32, launch)
@@ -897,20 +898,36 @@ def test_row_scaled_transposed_kernel_in_e4m3_is_torchs_cast_up_to_the_interpret
 
 
 def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
-    """Tokens whose gradients differ by 2^10 in size: the gradient's rowwise e4m3 values against x in e4m3 with each
-    token's scale on its row give the weight gradient to e4m3's precision (a scale applied to the wrong operand, or
-    left out, is off by orders of magnitude); x's largest scaled entry reaches 448."""
+    """Tokens whose gradients and inputs differ by 2^10 in size: the gradient's rowwise e4m3 values against x's
+    rowwise e4m3 copy with each token's gradient and x scales on its row give the weight gradient to e4m3's
+    precision (a scale applied to the wrong operand, or left out, is off by orders of magnitude); x's largest scaled
+    entry reaches 448."""
     gen = torch.Generator().manual_seed(14)
-    x = F.rms_norm(torch.randn(TOKENS, DIM, generator=gen), (DIM,)).bfloat16()
+    x = torch.randn(TOKENS, DIM, generator=gen) * 2.0 ** torch.randint(-10, 1, (TOKENS, 1), generator=gen)
     grad = torch.randn(TOKENS, 3 * 64, generator=gen) * 2.0 ** torch.randint(-10, 1, (TOKENS, 1), generator=gen)
     grad_f8, grad_scale = train_gpt.rowwise_float8(grad.bfloat16())
-    x_scale = train_gpt.rowwise_float8(x)[1]
-    ours = train_gpt.fp8_qkv_weight_grad(grad_f8, grad_scale, x, x_scale)
-    exact = grad.bfloat16().double().T @ x.double()
+    x_f8, x_scale = train_gpt.rowwise_float8(x.bfloat16())
+    ours = train_gpt.fp8_qkv_weight_grad(grad_f8, grad_scale, x_f8, x_scale)
+    exact = grad.bfloat16().double().T @ x.bfloat16().double()
     assert ours.dtype == torch.float32 and ours.shape == (3 * 64, DIM)
     assert (ours.double() - exact).norm() / exact.norm() < 0.05
-    multipliers = grad_scale / (grad_scale * x_scale).amax()
-    assert (x.float() * multipliers).abs().max().item() == pytest.approx(448, rel=1e-2)
+    multipliers = train_gpt.weight_grad_x_scales(grad_scale, x_scale)[1]
+    assert (x_f8.float() * multipliers).abs().max().item() == pytest.approx(448, rel=1e-2)
+
+
+def test_fp8_attention_inputs_keeps_xs_e4m3_copy_not_x_for_the_backward():
+    """The backward's saved tensors hold x's rowwise e4m3 copy and scales (half of x's bytes), and no bf16 tensor of
+    x's size."""
+    x, w, cos, sin, lambdas, ve, _ = fp8_attention_case()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        train_gpt.fp8_attention_inputs(x.requires_grad_(), w.requires_grad_(), cos, sin, lambdas, ve, 32,
+                                       *train_gpt.qkv_weight_casts(w))
+    x_f8, x_scale = train_gpt.rowwise_float8(x.detach().flatten(0, 1))
+    assert any(t.dtype == torch.float8_e4m3fn and torch.equal(t.view(torch.uint8), x_f8.view(torch.uint8))
+               for t in saved)
+    assert any(torch.equal(t, x_scale) for t in saved if t.shape == x_scale.shape)
+    assert not any(t.dtype == torch.bfloat16 and t.numel() == x.numel() for t in saved)
 
 
 @pytest.mark.parametrize("test_util", ["test_faketensor", "test_aot_dispatch_dynamic",
@@ -918,7 +935,7 @@ def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
 def test_fp8_qkv_weight_grad_opcheck(test_util):
     x = F.rms_norm(torch.randn(TOKENS, DIM), (DIM,)).bfloat16()
     grad_f8, grad_scale = train_gpt.rowwise_float8(torch.randn(TOKENS, 3 * 64).bfloat16())
-    args = (grad_f8, grad_scale, x, train_gpt.rowwise_float8(x)[1])
+    args = (grad_f8, grad_scale, *train_gpt.rowwise_float8(x))
     assert torch.library.opcheck(train_gpt.fp8_qkv_weight_grad, args, test_utils=test_util) == {test_util: "SUCCESS"}
 
 
