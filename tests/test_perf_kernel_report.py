@@ -85,20 +85,24 @@ def test_cross_entropy_kernel_converts_each_element_once_a_pass_and_stores_16_by
 
 def test_cross_entropy_kernel_takes_the_special_function_ops_it_needs(report):
     """The kernel is bound by the special-function units (a quarter of the FP32 rate): each element's capped logit
-    is one tanh.approx in each of the two passes, its exp one ex2 in the second pass and in half of the first (the
-    other half on the FMA units), plus the target's tanh: (2 + 1.5) x 16 + 1 a thread. Through tl.sigmoid it was 3
-    an element a pass (exp, reciprocal, exp): 98."""
-    assert report["softcap_ce_kernel"][-2] == (2 + 1.5) * 16 + 1
+    is one tanh.approx in each of the two passes, its exp one ex2 in half of the first pass and three quarters of
+    the second (the others on the FMA units), plus the target's tanh: (2 + 0.5 + 0.75) x 16 + 1 a thread. With every
+    exp of the second pass on the unit it was 57; through tl.sigmoid, 3 an element a pass (exp, reciprocal, exp): 98."""
+    assert report["softcap_ce_kernel"][-2] == (2 + 0.5 + 0.75) * 16 + 1
 
 
 def test_cross_entropy_kernel_loops_wait_on_the_special_function_unit_alone(report):
     """Its two passes over the row are two loops of 16 entries a thread. Each waits on the special-function unit
-    (8 cycles a warp an op) and issues fewer instructions than that: the first pass 24 ops (192 cycles; 256 with
-    all its exps on the unit), the second 32 (256). Before the exps became ex2.approx.ftz with their constants
-    folded, the second pass issued 360 instructions (and the first 202), so its arithmetic set its pace."""
+    (8 cycles a warp an op) and issues no more instructions than that: the first pass 24 ops (192 cycles; 256 with
+    all its exps on the unit), the second 28 (224; 256 with all its exps on the unit, at 195 issue cycles). Each exp
+    moved to the FMA units takes ~8 issue cycles for 8 of the unit's: the second pass's gradient arithmetic leaves
+    room for a quarter of its exps (and their clamp at -125), which brings its issue cycles level with the unit's.
+    Before the exps became ex2.approx.ftz with their constants folded, the second pass issued 360 instructions (and
+    the first 202), so its arithmetic set its pace."""
     loops = report["softcap_ce_kernel"][-1]
-    assert [mufu for _, mufu in loops] == [192, 256]
-    assert all(issue < mufu for issue, mufu in loops), loops
+    assert [mufu for _, mufu in loops] == [192, 224]
+    first, second = loops
+    assert first[0] < first[1] and second[0] <= second[1], loops
 
 
 def test_attention_inputs_kernels_read_each_element_once(report):
