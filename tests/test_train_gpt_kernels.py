@@ -2,6 +2,7 @@
 orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the head's choice of
 its fused op are checked for train_gpt_medium.py's copies too."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -483,6 +484,28 @@ def test_cross_entropy_kernel_clamps_the_gradient_to_the_e5m2_range(interpreted_
     grad = torch.empty(2, 8)
     train_gpt.softcap_ce_rows(logits, torch.tensor([3, 5], dtype=torch.int32), 1e-9, grad)
     assert grad[0, 3] == -57344 and grad[1, 5] == -57344 and grad[0, 0] == 57344
+
+
+def test_cross_entropy_kernel_gradient_holds_where_softmax_over_grad_s_is_below_2_to_the_minus_126(
+        interpreted_ce):
+    """The second pass's exps are 2^x with x = log2(softmax / grad_s): training's grad_s = 1/448 keeps x above
+    log2 448 - 2 CAP_LOG2 - log2 50304 = -50.1, a grad_s of 2^100 takes half the entries below -126, where
+    exp2_on_fma's exponent add wraps (unclamped: NaN and saturated entries). Row 0 has one logit at the cap and the
+    others at its floor. The gradient is within 2^-125 of the exact one (the clamp's: zero in e5m2), in fp32: the
+    interpreter's float8 cast takes fp32 subnormals to e5m2's smallest subnormal, 2^-16, not to zero."""
+    gen = torch.Generator().manual_seed(13)
+    logits = (torch.randn(TOKENS, VOCAB, generator=gen) * 20).bfloat16()
+    logits[0] = -60
+    logits[0, 8] = 60
+    targets = torch.randint(0, VOCAB, (TOKENS,), generator=gen, dtype=torch.int32)
+    grad_s = 2.0 ** 100
+    x = torch.log_softmax(train_gpt.softcap(logits), dim=-1) / math.log(2) - math.log2(grad_s)
+    assert (x < -126).float().mean() > 0.4 and x.max() > -110
+    expected_grad = exact_logits_grad(logits, targets)[1]
+    grad = torch.full((TOKENS, VOCAB), float("nan"))
+    train_gpt.softcap_ce_rows(logits, targets, grad_s, grad)
+    assert grad.isfinite().all()
+    torch.testing.assert_close(grad, expected_grad / grad_s, rtol=1e-4, atol=2 ** -125)
 
 
 def float8_both_ways_by_torch(t, scale):
