@@ -346,105 +346,115 @@ def float8_both_ways(t: Tensor, scale: float, launch: tuple = FLOAT8_BOTH_WAYS_L
     return out, out_t
 
 
-def relu_square_grad(h: Tensor, grad_a: Tensor) -> Tensor:
-    """The gradient of h for a = relu(h)^2, in fp32."""
-    return 2 * F.relu(h.float()) * grad_a.float()
+def relu_square_grad(a_f8: Tensor, a_scale: Tensor, grad_a: Tensor) -> Tensor:
+    """The gradient of h for a = relu(h)^2, in fp32, from a's e4m3 copy (a_f8 * a_scale): relu(h) = sqrt(a)."""
+    return 2 * torch.sqrt(a_f8.float() * a_scale) * grad_a.float()
 
 
 @triton.jit
-def relu_square_grads_kernel(h_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, grad_h_t_ptr, rows,
-                             cols, a_max, grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+def relu_square_grads_kernel(a_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t_ptr, grad_h_ptr, grad_h_t_ptr, rows,
+                             cols, grad_max, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
                              STORE_GRAD_H_T: tl.constexpr):
-    """One block of h (tokens x hidden) and of a = relu(h)^2's gradient to a / a_scale transposed and h's gradient /
-    grad_scale, each clamped to its format's range; with STORE_GRAD_H_T h's gradient also transposed (one pass over h,
-    no transpose kernel after it). Triton swaps each transposed store's layout through shared memory, so every load
-    and store is coalesced. Built by Triton 3.6's bundled ptxas, the one pass came out wrong on the H200 in its
-    transposed gradient (22% of the bytes, some NaN), and right when built by torch's (perf/NOTES.md, session 14):
-    the op takes it only where one_pass_relu_square_is_exact, its start-up check, found it so."""
+    """One block of a = relu(h)^2 / a_scale (tokens x hidden, the forward's e4m3 copy) and of a's gradient to a
+    transposed (the same bytes) and h's gradient / grad_scale, clamped to e5m2's range, with relu(h) = sqrt(a *
+    a_scale) correctly rounded (as torch's sqrt); with STORE_GRAD_H_T h's gradient also transposed (one pass, no
+    transpose kernel after it). Triton swaps each transposed store's layout through shared memory, so every load and
+    store is coalesced. a's transposed store comes last: stored right after the load as the loaded bytes, they stayed
+    live through the arithmetic (128 registers instead of 72, perf/kernel_report.py). Built by Triton 3.6's bundled
+    ptxas, the one pass came out wrong on the H200 in its transposed gradient (22% of the bytes, some NaN), and right
+    when built by torch's (perf/NOTES.md, session 14): the op takes it only where one_pass_relu_square_is_exact, its
+    start-up check, found it so."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
     at, at_t = r.to(tl.int64)[:, None] * cols + c[None, :], c.to(tl.int64)[:, None] * rows + r[None, :]
-    relu = tl.maximum(tl.load(h_ptr + at, mask=mask, other=0.0).to(tl.float32), 0.0)
+    a = tl.load(a_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    relu = tl.sqrt_rn(a * tl.load(a_scale_ptr))
     grad = tl.load(grad_a_ptr + at, mask=mask, other=0.0).to(tl.float32) * (relu * 2.0) / tl.load(grad_scale_ptr)
     grad_h = tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty)
     tl.store(grad_h_ptr + at, grad_h, mask=mask)
     if STORE_GRAD_H_T:
         tl.store(grad_h_t_ptr + at_t, tl.trans(grad_h), mask=tl.trans(mask))
-    a = tl.minimum(relu * relu / tl.load(a_scale_ptr), a_max)
     tl.store(a_t_ptr + at_t, tl.trans(a).to(a_t_ptr.dtype.element_ty), mask=tl.trans(mask))
 
 
 RELU_SQUARE_LAUNCH = (32, 128, 4)  # BLOCK_ROWS, BLOCK_COLS, num_warps (one pass or two): perf/mlp_bench.py times others
 
 
-def launch_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor,
+def launch_relu_square_grads(a_f8: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor, a_t: Tensor,
                              grad_h: Tensor, grad_h_t: Tensor | None = None, launch: tuple = RELU_SQUARE_LAUNCH):
     """Fills a_t and grad_h, and grad_h_t where given (one pass), by relu_square_grads_kernel (float8 in training; any
     float dtype, for tests under Triton's interpreter, whose float8 casts misround)."""
-    rows, cols = h.shape
+    rows, cols = a_f8.shape
     block_rows, block_cols, num_warps = launch
     grid = (triton.cdiv(rows, block_rows), triton.cdiv(cols, block_cols))
-    relu_square_grads_kernel[grid](h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t, rows, cols,
-                                   torch.finfo(torch.float8_e4m3fn).max, torch.finfo(torch.float8_e5m2).max,
-                                   BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, STORE_GRAD_H_T=grad_h_t is not None,
-                                   num_warps=num_warps)
+    relu_square_grads_kernel[grid](a_f8, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t, rows, cols,
+                                   torch.finfo(torch.float8_e5m2).max, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
+                                   STORE_GRAD_H_T=grad_h_t is not None, num_warps=num_warps)
 
 
-def relu_square_grads_triton(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor,
+def relu_square_grads_triton(a_f8: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor,
                              one_pass: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """fp8_relu_square_grads by the kernel: in one pass if one_pass (by default: where one_pass_relu_square_is_exact
-    on h's device), else the kernel, then the transpose kernel for grad_h's transposed copy."""
-    rows, cols = h.shape
+    on a_f8's device), else the kernel, then the transpose kernel for grad_h's transposed copy."""
+    rows, cols = a_f8.shape
     if one_pass is None:
-        one_pass = one_pass_relu_square_is_exact(h.device)
-    a_t, grad_h = h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2)
-    grad_h_t = h.new_empty(cols, rows, dtype=torch.float8_e5m2) if one_pass else None
-    launch_relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
+        one_pass = one_pass_relu_square_is_exact(a_f8.device)
+    a_t = a_f8.new_empty(cols, rows, dtype=torch.float8_e4m3fn)
+    grad_h = a_f8.new_empty(rows, cols, dtype=torch.float8_e5m2)
+    grad_h_t = a_f8.new_empty(cols, rows, dtype=torch.float8_e5m2) if one_pass else None
+    launch_relu_square_grads(a_f8, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
     return a_t, grad_h, grad_h_t if one_pass else transposed(grad_h)
 
 
-def relu_square_grads_torch(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
-                                                                                                      Tensor]:
+def relu_square_grads_torch(a_f8: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
+                                                                                                         Tensor]:
     """fp8_relu_square_grads in torch ops: the CPU's path and the start-up check's reference (perf/mlp_bench.py
     compiles it to the kernel inductor made)."""
-    grad_h = to_float8(relu_square_grad(h, grad_a), grad_scale, torch.float8_e5m2)
-    a = to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
-    return a.T.contiguous(), grad_h, grad_h.T.contiguous()
+    grad_h = to_float8(relu_square_grad(a_f8, a_scale, grad_a), grad_scale, torch.float8_e5m2)
+    return a_f8.T.contiguous(), grad_h, grad_h.T.contiguous()
+
+
+def relu_square_check_inputs(rows: int, cols: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """fp8_relu_square_grads's inputs as FP8MLP makes them, from a random h and a's gradient (bf16, the gradient at
+    1e-3): a = relu(h)^2's e4m3 copy, the gradient, a's scale and h's gradient's scale (both from all rows)."""
+    gen = torch.Generator(device).manual_seed(0)
+    h = torch.randn(rows, cols, device=device, generator=gen).bfloat16()
+    grad_a = (torch.randn(rows, cols, device=device, generator=gen) * 1e-3).bfloat16()
+    a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn)
+    return a_f8, grad_a, a_scale, float8_scale(relu_square_grad(a_f8, a_scale, grad_a), torch.float8_e5m2, 1)
 
 
 @functools.cache
 def one_pass_relu_square_is_exact(device: torch.device) -> bool:
-    """Whether the kernel's one pass gives torch's float8 casts, byte for byte in all three outputs, on this device for
-    a random 192 x 384 block: the guard against a miscompiled build (relu_square_grads_kernel). Run once per device:
-    by the start-up's kernel builds (tiny_kernel_launches), before the op asks from compiled code."""
-    gen = torch.Generator(device).manual_seed(0)
-    h = torch.randn(192, 384, device=device, generator=gen).bfloat16()
-    grad_a = (torch.randn(192, 384, device=device, generator=gen) * 1e-3).bfloat16()
-    a_scale = float8_scale(F.relu(h.float()).square(), torch.float8_e4m3fn, 1)
-    grad_scale = float8_scale(relu_square_grad(h, grad_a), torch.float8_e5m2, 1)
-    ours = relu_square_grads_triton(h, grad_a, a_scale, grad_scale, one_pass=True)
-    theirs = relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
+    """Whether the kernel's one pass gives the torch path's bytes in all three outputs on this device, for a random
+    192 x 384 block made as the MLP makes it (relu_square_check_inputs): the guard against a miscompiled build
+    (relu_square_grads_kernel). Run once per device: by the start-up's kernel builds (tiny_kernel_launches), before
+    the op asks from compiled code."""
+    inputs = relu_square_check_inputs(192, 384, device)
+    ours = relu_square_grads_triton(*inputs, one_pass=True)
+    theirs = relu_square_grads_torch(*inputs)
     return all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(ours, theirs))
 
 
 @torch.library.custom_op("nanogpt::fp8_relu_square_grads", mutates_args=())
-def fp8_relu_square_grads(h: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
-                                                                                                    Tensor]:
-    """For a = relu(h)^2 (h: tokens x hidden): a / a_scale in e4m3, transposed, and h's gradient / grad_scale in
-    e5m2, row-major and transposed, all saturating. On the GPU one pass over h and the gradient where the start-up
-    check found it exact (inductor's fused kernel ran at ~2.1 TB/s), else that pass and the transpose kernel; torch
-    elsewhere."""
-    if not h.is_cuda:
-        return relu_square_grads_torch(h, grad_a, a_scale, grad_scale)
-    return relu_square_grads_triton(h, grad_a, a_scale, grad_scale)
+def fp8_relu_square_grads(a_f8: Tensor, grad_a: Tensor, a_scale: Tensor, grad_scale: Tensor) -> tuple[Tensor, Tensor,
+                                                                                                       Tensor]:
+    """For a = relu(h)^2 (h: tokens x hidden), given as the forward's e4m3 copy a_f8 = a / a_scale, and a's gradient:
+    a_f8 transposed (its bytes), and h's gradient / grad_scale in e5m2, row-major and transposed, saturating, with
+    relu(h) = sqrt(a_f8 * a_scale) (relu_square_grad). On the GPU one pass over a_f8 and the gradient where the
+    start-up check found it exact (inductor's fused kernel ran at ~2.1 TB/s), else that pass and the transpose
+    kernel; torch elsewhere."""
+    if not a_f8.is_cuda:
+        return relu_square_grads_torch(a_f8, grad_a, a_scale, grad_scale)
+    return relu_square_grads_triton(a_f8, grad_a, a_scale, grad_scale)
 
 
 @fp8_relu_square_grads.register_fake
-def _(h, grad_a, a_scale, grad_scale):
-    rows, cols = h.shape
-    return (h.new_empty(cols, rows, dtype=torch.float8_e4m3fn), h.new_empty(rows, cols, dtype=torch.float8_e5m2),
-            h.new_empty(cols, rows, dtype=torch.float8_e5m2))
+def _(a_f8, grad_a, a_scale, grad_scale):
+    rows, cols = a_f8.shape
+    return (a_f8.new_empty(cols, rows, dtype=torch.float8_e4m3fn), a_f8.new_empty(rows, cols, dtype=torch.float8_e5m2),
+            a_f8.new_empty(cols, rows, dtype=torch.float8_e5m2))
 
 
 @torch.no_grad()
@@ -465,27 +475,28 @@ class FP8MLP(torch.autograd.Function):
     quantise the up projection's forward only). The weights come cast (mlp_weight_casts of fc_w and proj_w as they
     are); fc_w and proj_w are here for their gradients. Plain autograd traced by torch.compile, so the scaling and
     the casts fuse with the neighbouring elementwise work, except the backward's pass over the hidden activations:
-    fp8_relu_square_grads. Activation and gradient scales sample every row_step-th row (float8_scale)."""
+    fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps instead of the
+    bf16 h (half the bytes). Activation and gradient scales sample every row_step-th row (float8_scale)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
                 proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
         h = scaled_mm(x_f8, fc_f8_t.T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
-        a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)  # as the backward
-        ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, h, x_scale, fc_scale, proj_scale, a_scale)
+        a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)
+        ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
         return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
     def backward(ctx, grad_y: Tensor) -> tuple:
-        x_f8, fc_f8, proj_f8_t, h, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
+        x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
         step = ctx.row_step
         grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
         # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens
         grad_a = scaled_mm(grad_y_f8, proj_f8_t.T, grad_y_scale, proj_scale, torch.bfloat16, fast_accum=True)
-        grad_h_scale = float8_scale(relu_square_grad(h[::step], grad_a[::step]), torch.float8_e5m2, step)
-        a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(h, grad_a, a_scale, grad_h_scale)
+        grad_h_scale = float8_scale(relu_square_grad(a_f8[::step], a_scale, grad_a[::step]), torch.float8_e5m2, step)
+        a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(a_f8, grad_a, a_scale, grad_h_scale)
         grad_proj = scaled_mm(grad_y_f8.T.contiguous(), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
                               fast_accum=False)
         grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,

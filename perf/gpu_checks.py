@@ -137,13 +137,12 @@ def fp8_mlp_checks() -> list[bool]:
                                    ("grad_fc", fc_w.grad, exact[1].grad), ("grad_proj", proj_w.grad, exact[2].grad)]:
             results.append(check(f"FP8MLP {name}, scales from every {row_step}th row, vs exact",
                                  relative_error(ours, theirs.detach()), 1.5e-1))
-    h = torch.randn(8192, 3072, device="cuda").bfloat16()
-    grad_a = (torch.randn(8192, 3072, device="cuda") * 1e-3).bfloat16()
-    h[0, 0], grad_a[0, 0] = 1000.0, 1.0  # past both formats' ranges at the scales below: saturates
-    scales = (torch.tensor(2.0 ** -5, device="cuda"), torch.tensor(2.0 ** -18, device="cuda"))
-    torch_path = tg.relu_square_grads_torch(h, grad_a, *scales)
+    a_f8, grad_a, a_scale, grad_scale = tg.relu_square_check_inputs(8192, 3072, torch.device("cuda"))
+    # a at e4m3's largest (448) and a's gradient far past the one its scale was taken from: h's gradient saturates
+    a_f8.view(torch.uint8)[0, 0], grad_a[0, 0] = 0x7e, 1.0
+    torch_path = tg.relu_square_grads_torch(a_f8, grad_a, a_scale, grad_scale)
     for passes in ("two passes", "one pass"):  # a miscompiled one pass: its grad_h_t's bytes differ
-        kernel = tg.relu_square_grads_triton(h, grad_a, *scales, one_pass=passes == "one pass")
+        kernel = tg.relu_square_grads_triton(a_f8, grad_a, a_scale, grad_scale, one_pass=passes == "one pass")
         for name, ours, theirs in zip(["a_t (e4m3)", "grad_h (e5m2)", "grad_h_t (e5m2)"], kernel, torch_path):
             differs = ours.view(torch.uint8) != theirs.view(torch.uint8)
             results.append(check(f"relu-square {passes} {name} bytes unequal to torch's cast",
@@ -151,11 +150,11 @@ def fp8_mlp_checks() -> list[bool]:
             if differs.any():
                 at = tuple(differs.nonzero()[0].tolist())
                 print(f"    first at {at}: {ours[at].float().item()} vs {theirs[at].float().item()}")
-        # the next values below the largest are 416 and 49152: anything but saturation fails
+        # a_t moves a's 448; the next values below the largest are 416 and 49152: anything but saturation fails
         for name, t, largest in [("a_t", kernel[0], 448), ("grad_h", kernel[1], 57344), ("grad_h_t", kernel[2], 57344)]:
             results.append(check(f"relu-square {passes} saturates: {largest} - {name}[0, 0]",
                                  largest - t[0, 0].float().item(), 0.5))
-    exact = tg.one_pass_relu_square_is_exact(h.device)
+    exact = tg.one_pass_relu_square_is_exact(a_f8.device)
     print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
     return results
 

@@ -1,9 +1,9 @@
 """Microseconds of the FP8 MLP backward's pass over the hidden activations (train_gpt.py's fp8_relu_square_grads:
-h and the gradient of relu(h)^2 in, three float8 tensors out, two of them transposed) in one pass (its Triton kernel
-writing all three) and in two (the kernel, then the transpose kernel for the gradient's transposed copy) for a grid
-of launch configurations of the kernel, against inductor's kernel for the same torch ops (the one training used
-before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and whether its bytes equal those of
-the torch ops run eagerly (run on a GPU; a miscompiled one pass shows as fewer equal bytes).
+a = relu(h)^2's e4m3 copy and a's gradient in, three float8 tensors out, two of them transposed) in one pass (its
+Triton kernel writing all three) and in two (the kernel, then the transpose kernel for the gradient's transposed
+copy) for a grid of launch configurations of the kernel, against inductor's kernel for the same torch ops (the one
+training used before), at the proxy's 49,152 tokens x 3,072 hidden; each with its bandwidth and whether its bytes
+equal those of the torch ops run eagerly (run on a GPU; a miscompiled one pass shows as fewer equal bytes).
 
 python perf/mlp_bench.py [--tiny]  ->  one line per configuration and number of passes, then the script's and the
 best. --tiny runs a small shape and two configurations on the CPU, the kernel under Triton's interpreter (its float32
@@ -24,25 +24,15 @@ CONFIGS = list(itertools.product((32, 64, 128), (64, 128, 256), (4, 8)))  # BLOC
 TINY_CONFIGS = [train_gpt.RELU_SQUARE_LAUNCH, (32, 64, 4)]
 
 
-def inputs(rows: int, cols: int, device: torch.device):
-    """h and its upstream gradient as the backward sees them, with scales that fill e4m3's and e5m2's ranges."""
-    gen = torch.Generator(device).manual_seed(0)
-    h = torch.randn(rows, cols, device=device, generator=gen).bfloat16()
-    grad_a = (torch.randn(rows, cols, device=device, generator=gen) * 1e-3).bfloat16()
-    a_scale = train_gpt.float8_scale(torch.relu(h.float()).square(), torch.float8_e4m3fn, 1)
-    grad_scale = train_gpt.float8_scale(train_gpt.relu_square_grad(h, grad_a), torch.float8_e5m2, 1)
-    return h, grad_a, a_scale, grad_scale
-
-
 def kernel_run(args, launch, one_pass: bool):
     """The op's GPU path in one pass or two with the kernel's launch configuration (float32 outputs under the
     interpreter)."""
-    h = args[0]
-    dtypes = (torch.float32,) * 2 if not h.is_cuda else (torch.float8_e4m3fn, torch.float8_e5m2)
+    a_f8 = args[0]
+    dtypes = (torch.float32,) * 2 if not a_f8.is_cuda else (torch.float8_e4m3fn, torch.float8_e5m2)
 
     def run():
-        a_t, grad_h = h.new_empty(h.T.shape, dtype=dtypes[0]), h.new_empty(h.shape, dtype=dtypes[1])
-        grad_h_t = h.new_empty(h.T.shape, dtype=dtypes[1]) if one_pass else None
+        a_t, grad_h = a_f8.new_empty(a_f8.T.shape, dtype=dtypes[0]), a_f8.new_empty(a_f8.shape, dtype=dtypes[1])
+        grad_h_t = a_f8.new_empty(a_f8.T.shape, dtype=dtypes[1]) if one_pass else None
         train_gpt.launch_relu_square_grads(*args, a_t, grad_h, grad_h_t, launch=launch)
         return a_t, grad_h, grad_h_t if one_pass else train_gpt.transposed(grad_h)
     return run
@@ -67,11 +57,11 @@ def main(argv: list[str]) -> int:
     train_gpt.configure_triton_builds()  # as the training run builds the kernel
     device = torch.device("cpu" if tiny else "cuda")
     rows, cols = (256, 384) if tiny else (49152, 3072)
-    args = inputs(rows, cols, device)
+    args = train_gpt.relu_square_check_inputs(rows, cols, device)  # scales that fill e4m3's and e5m2's ranges
     torch_path = train_gpt.relu_square_grads_torch
     reference = torch_path if tiny else torch.compile(torch_path, dynamic=False)
     expected = torch_path(*args)
-    gigabytes = (2 * 2 + 3 * 1) * rows * cols / 1e9  # bf16 h and gradient read, three float8 tensors written
+    gigabytes = (1 + 2 + 3 * 1) * rows * cols / 1e9  # e4m3 a and bf16 gradient read, three float8 tensors written
     reference_name = "torch ops, uncompiled (--tiny)" if tiny else "inductor"  # tiny: the reference itself
     inductor_us = timed_us(lambda: reference(*args), tiny)
     same = "" if tiny else f", {equal_share(reference(*args), expected):.6f} of the bytes equal torch's"

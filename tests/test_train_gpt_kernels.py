@@ -676,7 +676,8 @@ def fp8_mlp_leaves():
 
 
 def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
-    """FP8MLP's output and gradients step by step on the float8 grids of amax scales: y, grad_x, grad_fc, grad_proj."""
+    """FP8MLP's output and gradients step by step on the float8 grids of amax scales, relu(h) in the backward from a's
+    e4m3 copy (sqrt(a)): y, grad_x, grad_fc, grad_proj."""
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
     x_q, fc_q = through_e4m3(x, amax_scale(x, e4m3, row_step)), through_e4m3(fc_w, amax_scale(fc_w, e4m3))
     proj_q = through_e4m3(proj_w, amax_scale(proj_w, e4m3))
@@ -685,7 +686,7 @@ def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
     a_q = through_e4m3(a, amax_scale(a, e4m3, row_step))
     g_q = through_e5m2(grad_y, amax_scale(grad_y, e5m2, row_step))
     grad_a = (g_q @ proj_q).bfloat16()
-    grad_h = 2 * F.relu(h.float()) * grad_a.float()
+    grad_h = 2 * a_q.sqrt() * grad_a.float()
     grad_h_q = through_e5m2(grad_h, amax_scale(grad_h, e5m2, row_step))
     return (a_q @ proj_q.T).bfloat16(), (grad_h_q @ fc_q.T).bfloat16(), x_q.T @ grad_h_q, g_q.T @ a_q
 
@@ -729,11 +730,43 @@ def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
                      ((tokens, hidden), (hidden, dim), True)]  # grad_x
 
 
+def test_fp8_mlp_keeps_the_e4m3_a_for_the_backward_not_h():
+    """The one hidden-width tensor kept is a = relu(h)^2 in e4m3, the down projection's operand (a bf16 h would be
+    twice its bytes, and a second tensor of that width)."""
+    x, fc_w, proj_w = fp8_mlp_leaves()
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t) or t, lambda t: t):
+        train_gpt.FP8MLP.apply(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w), 1)
+    wide = [t for t in kept if t.shape == (x.shape[0], fc_w.shape[1])]
+    assert [t.dtype for t in wide] == [torch.float8_e4m3fn]
+    assert wide[0].float().max() == torch.finfo(torch.float8_e4m3fn).max  # scaled by its own largest value
+
+
+def test_relu_h_from_the_e4m3_a_is_within_e4m3s_rounding_halved():
+    """relu(h) = sqrt(a_f8 * a_scale) (relu_square_grad's, for a gradient of ones): e4m3 rounds a normal a within 1/16
+    of itself, so relu(h) comes within 1 - sqrt(15/16) = 3.2% of the exact one; zero where a rounded to zero (h
+    below ~0.15% of the largest, positive ones included)."""
+    gen = torch.Generator().manual_seed(6)
+    h = torch.randn(1024, 768, generator=gen).bfloat16()
+    a_f8, a_scale = train_gpt.to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn)
+    relu = train_gpt.relu_square_grad(a_f8, a_scale, torch.ones_like(h)) / 2
+    exact = F.relu(h.float())
+    normal = a_f8.float() >= torch.finfo(torch.float8_e4m3fn).smallest_normal
+    zero = a_f8.float() == 0
+    error = (relu[normal] - exact[normal]).abs() / exact[normal]
+    assert normal.float().mean() > 0.45 and 0.025 < error.max() <= 1 - (15 / 16) ** 0.5
+    assert (relu[zero] == 0).all() and (zero & (exact > 0)).sum() > 100
+
+
 def relu_square_case(rows, cols, seed):
+    """fp8_relu_square_grads's inputs: a = relu(h)^2's e4m3 copy for a random h, a's gradient, and a's and h's
+    gradient's scales, inside both formats' ranges."""
     gen = torch.Generator().manual_seed(seed)
     h = torch.randn(rows, cols, generator=gen).bfloat16()
     grad_a = (torch.randn(rows, cols, generator=gen) * 1e-3).bfloat16()
-    return h, grad_a, torch.tensor(2.0 ** -3), torch.tensor(2.0 ** -20)  # inside both ranges
+    a_scale = torch.tensor(2.0 ** -3)
+    a_f8 = train_gpt.to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
+    return a_f8, grad_a, a_scale, torch.tensor(2.0 ** -20)
 
 
 @pytest.mark.parametrize("launch", [(64, 64, 4), train_gpt.RELU_SQUARE_LAUNCH])
@@ -741,16 +774,18 @@ def relu_square_case(rows, cols, seed):
 @pytest.mark.parametrize("rows, cols", [(128, 256), (70, 130), (1, 3)])
 def test_relu_square_kernel_writes_the_gradient_and_the_transposed_activation(interpreted_kernel, rows, cols, one_pass,
                                                                               launch):
-    """In fp32 buffers (the interpreter's float8 casts misround; perf/gpu_checks.py checks the float8 outputs on the
-    GPU against the op's torch path), with partial blocks at both edges; in one pass also the transposed gradient."""
-    h, grad_a, a_scale, grad_scale = relu_square_case(rows, cols, rows + cols)
+    """In fp32 buffers, a's e4m3 values included (the interpreter's float8 casts misround; perf/gpu_checks.py checks
+    the float8 outputs on the GPU against the op's torch path), with partial blocks at both edges; in one pass also
+    the transposed gradient."""
+    a_f8, grad_a, a_scale, grad_scale = relu_square_case(rows, cols, rows + cols)
+    a = a_f8.float()
     a_t, grad_h = torch.full((cols, rows), float("nan")), torch.full((rows, cols), float("nan"))
     grad_h_t = torch.full((cols, rows), float("nan"))
-    train_gpt.launch_relu_square_grads(h, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t if one_pass else None,
+    train_gpt.launch_relu_square_grads(a, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t if one_pass else None,
                                        launch=launch)
-    expected = train_gpt.relu_square_grad(h, grad_a) / grad_scale
+    expected = train_gpt.relu_square_grad(a_f8, a_scale, grad_a) / grad_scale
     assert torch.equal(grad_h, expected)
-    assert torch.equal(a_t, (F.relu(h.float()).square() / a_scale).T)
+    assert torch.equal(a_t, a.T)
     assert (grad_h == 0).float().mean() > 0.3 and grad_h.abs().max() > 1  # relu's zeros and real values
     if one_pass:
         assert torch.equal(grad_h_t, expected.T)
@@ -758,11 +793,25 @@ def test_relu_square_kernel_writes_the_gradient_and_the_transposed_activation(in
         assert grad_h_t.isnan().all()  # not written: the transpose kernel's job
 
 
-def test_relu_square_kernel_saturates_at_each_formats_largest_value(interpreted_kernel):
-    h, grad_a, _, _ = relu_square_case(64, 64, 7)
-    h[0, 0], grad_a[0, 0], grad_a[0, 1], h[0, 1] = 100.0, 1.0, -1.0, 100.0
+def test_relu_square_kernel_moves_the_e4m3_bytes_of_a_to_a_t(interpreted_kernel):
+    """With a and a_t in e4m3 (the gradient in fp32 buffers): a_t is a's bytes transposed, every finite non-negative
+    e4m3 value among them (subnormals and the largest), and the gradient takes relu(h) from those values."""
+    a_f8, grad_a, a_scale, grad_scale = relu_square_case(70, 130, 9)
+    a_f8.view(torch.uint8)[0] = torch.arange(130, dtype=torch.uint8) % 0x7f  # 0x7f is NaN
+    a_t = torch.empty(130, 70, dtype=torch.float8_e4m3fn)
+    grad_h, grad_h_t = torch.empty(70, 130), torch.empty(130, 70)
+    train_gpt.launch_relu_square_grads(a_f8, grad_a, a_scale, grad_scale, a_t, grad_h, grad_h_t)
+    assert torch.equal(a_t.view(torch.uint8), a_f8.view(torch.uint8).T)
+    expected = (train_gpt.relu_square_grad(a_f8, a_scale, grad_a) / grad_scale).clamp(-57344, 57344)
+    assert torch.equal(grad_h, expected) and torch.equal(grad_h_t, expected.T)
+
+
+def test_relu_square_kernel_saturates_the_gradient_at_e5m2s_largest_value(interpreted_kernel):
+    a_f8, grad_a, a_scale, _ = relu_square_case(64, 64, 7)
+    a = a_f8.float()
+    a[0, 0], grad_a[0, 0], grad_a[0, 1], a[0, 1] = 448.0, 1.0, -1.0, 448.0
     a_t, grad_h, grad_h_t = torch.empty(64, 64), torch.empty(64, 64), torch.empty(64, 64)
-    train_gpt.launch_relu_square_grads(h, grad_a, torch.tensor(1.0), torch.tensor(1e-3), a_t, grad_h, grad_h_t)
+    train_gpt.launch_relu_square_grads(a, grad_a, a_scale, torch.tensor(1e-4), a_t, grad_h, grad_h_t)
     assert a_t[0, 0] == 448 and grad_h[0, 0] == 57344 and grad_h[0, 1] == -57344
     assert grad_h_t[0, 0] == 57344 and grad_h_t[1, 0] == -57344
 
@@ -771,19 +820,32 @@ def test_relu_square_kernel_saturates_at_each_formats_largest_value(interpreted_
 def test_the_kernel_path_takes_one_pass_only_where_the_start_up_check_found_it_exact(interpreted_kernel, monkeypatch,
                                                                                      exact):
     """relu_square_grads_triton, the op's GPU path, run on CPU tensors: one pass (no transpose kernel) or the kernel
-    and the transpose kernel, as the check says for h's device; the same outputs either way (float8 here, which the
-    interpreter misrounds in a few percent of the entries: compared with torch's casts loosely)."""
+    and the transpose kernel, as the check says for a_f8's device; the same outputs either way (a_t: a's bytes
+    moved; the gradient in e5m2, which the interpreter misrounds in a few percent of the entries: compared with
+    torch's casts loosely)."""
     asked, transposes = [], []
     monkeypatch.setattr(train_gpt, "one_pass_relu_square_is_exact", lambda device: asked.append(device) or exact)
     transposed = train_gpt.transposed
     monkeypatch.setattr(train_gpt, "transposed", lambda t: transposes.append(t.shape) or transposed(t))
-    h, grad_a, a_scale, grad_scale = relu_square_case(70, 130, 5)
-    a_t, grad_h, grad_h_t = train_gpt.relu_square_grads_triton(h, grad_a, a_scale, grad_scale)
-    assert asked == [h.device] and transposes == ([] if exact else [(70, 130)])
+    a_f8, grad_a, a_scale, grad_scale = relu_square_case(70, 130, 5)
+    a_t, grad_h, grad_h_t = train_gpt.relu_square_grads_triton(a_f8, grad_a, a_scale, grad_scale)
+    assert asked == [a_f8.device] and transposes == ([] if exact else [(70, 130)])
     assert (a_t.dtype, grad_h.dtype, grad_h_t.dtype) == (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e5m2)
     assert torch.equal(grad_h_t.view(torch.uint8), grad_h.view(torch.uint8).T)
-    for ours, theirs in zip((a_t, grad_h), train_gpt.relu_square_grads_torch(h, grad_a, a_scale, grad_scale)):
-        assert (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean() < 0.05
+    theirs = train_gpt.relu_square_grads_torch(a_f8, grad_a, a_scale, grad_scale)
+    assert torch.equal(a_t.view(torch.uint8), theirs[0].view(torch.uint8))
+    assert (grad_h.view(torch.uint8) != theirs[1].view(torch.uint8)).float().mean() < 0.05
+
+
+def test_the_start_up_checks_inputs_are_made_as_the_mlp_makes_them():
+    """a's e4m3 copy of relu(h)^2 and both scales from the tensors' largest values (all rows), as FP8MLP with
+    row_step 1: a's largest entry is e4m3's largest, h's gradient's largest e5m2's."""
+    a_f8, grad_a, a_scale, grad_scale = train_gpt.relu_square_check_inputs(192, 384, torch.device("cpu"))
+    assert (a_f8.dtype, grad_a.dtype, a_f8.shape) == (torch.float8_e4m3fn, torch.bfloat16, (192, 384))
+    assert a_f8.float().max() == 448 and 0.4 < (a_f8.float() == 0).float().mean() < 0.6
+    grad_h = train_gpt.relu_square_grad(a_f8, a_scale, grad_a)
+    assert torch.equal(grad_scale, train_gpt.float8_scale(grad_h, torch.float8_e5m2, 1))
+    assert (grad_h / grad_scale).abs().max() == 57344
 
 
 @pytest.mark.parametrize("wrong", [None, 0, 1, 2], ids=["all equal", "a_t differs", "grad_h differs",
@@ -804,14 +866,14 @@ def test_the_start_up_check_wants_all_three_outputs_byte_for_byte(interpreted_ke
 
 def test_relu_square_op_on_the_cpu_is_the_float8_cast_of_the_same_values(monkeypatch):
     monkeypatch.setattr(train_gpt, "one_pass_relu_square_is_exact", lambda device: pytest.fail("a kernel check on CPU"))
-    h, grad_a, a_scale, grad_scale = relu_square_case(96, 160, 3)
-    a_t, grad_h, grad_h_t = train_gpt.fp8_relu_square_grads(h, grad_a, a_scale, grad_scale)
+    a_f8, grad_a, a_scale, grad_scale = relu_square_case(96, 160, 3)
+    a_t, grad_h, grad_h_t = train_gpt.fp8_relu_square_grads(a_f8, grad_a, a_scale, grad_scale)
     assert (a_t.dtype, grad_h.dtype, a_t.shape, grad_h.shape) == (torch.float8_e4m3fn, torch.float8_e5m2,
                                                                    (160, 96), (96, 160))
-    expected = train_gpt.relu_square_grad(h, grad_a) / grad_scale
+    expected = train_gpt.relu_square_grad(a_f8, a_scale, grad_a) / grad_scale
     assert torch.equal(grad_h.float(), expected.to(torch.float8_e5m2).float())
     assert torch.equal(grad_h_t.float(), grad_h.float().T)
-    assert torch.equal(a_t.float(), (F.relu(h.float()).square() / a_scale).T.to(torch.float8_e4m3fn).float())
+    assert torch.equal(a_t.view(torch.uint8), a_f8.view(torch.uint8).T)
 
 
 @pytest.mark.parametrize("test_util", ["test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic",
