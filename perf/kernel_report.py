@@ -1,10 +1,10 @@
 """Compile a track's Triton kernels for an H100/H200 (sm_90) on any machine, GPU or not, and report what decides
 their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, how
 often each bf16 input element is converted (twice means Triton computes the block once per layout), the
-special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, sqrt, tanh: a quarter of the FP32 rate), and
-for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs from its scheduler (one
-instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8 clocks a warp
-instruction): the larger bounds the loop when memory does not.
+special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh, sqrt approximate or correctly rounded:
+a quarter of the FP32 rate), and for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs
+from its scheduler (one instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8
+clocks a warp instruction): the larger bounds the loop when memory does not.
 
 python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py] [--launch=...]  ->  one line per
 kernel and launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror
@@ -154,7 +154,7 @@ def report(kernel_name: str, kernel, constexprs: dict, num_warps: int, num_stage
     ptx = compiled.asm["ptx"]
     registers, spills = ptxas_usage(ptx)
     conversions = len(re.findall(r"cvt\.f32\.bf16", ptx))
-    special = len(re.findall(r"\b(?:ex2|lg2|rcp|rsqrt|sqrt|tanh)\.approx|\bdiv\.full", ptx))
+    special = len(re.findall(r"\b(?:ex2|lg2|rcp|rsqrt|sqrt|tanh)\.approx|\bdiv\.full|\bsqrt\.rn", ptx))
     settings = " ".join(f"{k}={v}" for k, v in constexprs.items() if not k.endswith("_desc"))
     return (f"{kernel_name} [{settings} warps={num_warps} stages={num_stages}]: {registers} registers, "
             f"{spills} B spilled, "

@@ -114,6 +114,15 @@ def test_attention_inputs_kernels_read_each_element_once(report):
     assert report["attention_inputs_backward_kernel"][5] == 112 + 48
 
 
+def test_relu_square_kernel_reads_a_in_e4m3_and_converts_only_the_gradient(report):
+    """32 x 128 entries a block over 128 threads: a's gradient is the one bf16 input, converted once (32 a thread;
+    96 when the kernel read h in bf16), and both transposed float8 stores swap their layout through one 32 x 128 byte
+    block of shared memory (8 KB when the kernel rounded relu(h)^2 again). Each entry takes relu(h) = sqrt(a) by a
+    correctly rounded square root (sqrt.rn: a MUFU.RSQ and Newton steps) and one division by the gradient's scale."""
+    _, _, shared, _, _, conversions, special, _ = report["relu_square_grads_kernel"]
+    assert conversions == 32 and shared == 32 * 128 and special == 2 * 32
+
+
 def one_error_line(result) -> str:
     assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result.stderr
     return result.stderr.strip()
