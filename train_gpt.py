@@ -43,6 +43,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.tools.tensor_descriptor import TensorDescriptor
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 # ----------------------------------------------------------------------------------------------
@@ -346,6 +347,100 @@ def float8_both_ways(t: Tensor, scale: float, launch: tuple = FLOAT8_BOTH_WAYS_L
     return out, out_t
 
 
+@triton.jit
+def tile_origin(tile, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """First row and column of output tile number `tile`: tiles go GROUP_M block-rows at a time down each
+    block-column, so a group's rows of x stay in L2."""
+    blocks_m, blocks_n = tl.cdiv(rows, BLOCK_M), tl.cdiv(cols, BLOCK_N)
+    group, in_group = tile // (GROUP_M * blocks_n), tile % (GROUP_M * blocks_n)
+    group_rows = min(blocks_m - group * GROUP_M, GROUP_M)
+    return (group * GROUP_M + in_group % group_rows) * BLOCK_M, (in_group // group_rows) * BLOCK_N
+
+
+@triton.jit
+def store_relu_square(acc, h_scale, inverse_a_scale, a_max, a_desc, row, col):
+    """a = relu(h)^2 / a_scale, saturating at a_max, of h = h_scale * acc (a NaN in h stays one, as in torch's relu
+    and clamp: the GPU's max and min return the other operand)."""
+    relu = tl.maximum(acc * h_scale, 0.0, propagate_nan=tl.PropagateNan.ALL)
+    a = tl.minimum(relu * relu * inverse_a_scale, a_max, propagate_nan=tl.PropagateNan.ALL)
+    a_desc.store([row, col], a.to(a_desc.dtype))
+
+
+@triton.jit
+def relu_square_up_kernel(x_desc, w_desc, a_desc, x_scale_ptr, w_scale_ptr, a_scale_ptr, rows, cols, a_max,
+                          K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
+    """The MLP's up projection with a's e4m3 cast in its epilogue: h = x_scale w_scale (x @ w^T) (x: rows x K, w:
+    cols x K, both e4m3) accumulated in fp32 and stored only as a = relu(h)^2 / a_scale (store_relu_square). Each of
+    PROGRAMS programs (one an SM) walks output tiles through TMA descriptors; flatten pipelines the next tile's loads
+    under this tile's epilogue. SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so the epilogue
+    stages half a tile in shared memory (Triton's persistent-matmul tutorial); track 2's relu_square_gemm_kernel is
+    this GEMM in bf16."""
+    h_scale, inverse_a_scale = tl.load(x_scale_ptr) * tl.load(w_scale_ptr), 1.0 / tl.load(a_scale_ptr)
+    tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        first_row, first_col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            acc = tl.dot(x_desc.load([first_row, k0]), w_desc.load([first_col, k0]).T, acc)
+        if SPLIT_EPILOGUE:
+            left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            store_relu_square(left, h_scale, inverse_a_scale, a_max, a_desc, first_row, first_col)
+            store_relu_square(right, h_scale, inverse_a_scale, a_max, a_desc, first_row, first_col + BLOCK_N // 2)
+        else:
+            store_relu_square(acc, h_scale, inverse_a_scale, a_max, a_desc, first_row, first_col)
+
+
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/mlp_bench.py --up times others
+RELU_SQUARE_UP_LAUNCH = (128, 256, 128, 8, 8, 3, True)
+
+
+def multiprocessors(device: torch.device) -> int:
+    """The GPU's SM count, which sets relu_square_up_kernel's program count (4 elsewhere: Triton's interpreter)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def relu_square_up_triton(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Tensor, a_scale: Tensor,
+                          out_dtype: torch.dtype = torch.float8_e4m3fn,
+                          launch: tuple = RELU_SQUARE_UP_LAUNCH) -> Tensor:
+    """fp8_relu_square_up by relu_square_up_kernel (a in e4m3 in training; any float dtype, for tests under Triton's
+    interpreter, whose float8 casts misround). TMA needs 16-byte rows: K and w's rows multiples of 16."""
+    block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
+    (rows, k), cols = x_f8.shape, w_f8.size(0)
+    programs = min(triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n), multiprocessors(x_f8.device))
+    a = x_f8.new_empty(rows, cols, dtype=out_dtype)
+    descriptors = [TensorDescriptor.from_tensor(x_f8, [block_m, block_k]),
+                   TensorDescriptor.from_tensor(w_f8, [block_n, block_k]),
+                   TensorDescriptor.from_tensor(a, [block_m, block_n // 2 if split_epilogue else block_n])]
+    relu_square_up_kernel[(programs,)](*descriptors, x_scale, w_scale, a_scale, rows, cols,
+                                       torch.finfo(torch.float8_e4m3fn).max, K=k, BLOCK_M=block_m, BLOCK_N=block_n,
+                                       BLOCK_K=block_k, GROUP_M=group_m, PROGRAMS=programs,
+                                       SPLIT_EPILOGUE=split_epilogue, num_warps=num_warps, num_stages=num_stages)
+    return a
+
+
+def relu_square_up_torch(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Tensor, a_scale: Tensor) -> Tensor:
+    """fp8_relu_square_up in torch ops: the CPU's path and the GPU checks' reference."""
+    h = scaled_mm(x_f8, w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
+    return to_float8(F.relu(h).square(), a_scale, torch.float8_e4m3fn)
+
+
+@torch.library.custom_op("nanogpt::fp8_relu_square_up", mutates_args=())
+def fp8_relu_square_up(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Tensor, a_scale: Tensor) -> Tensor:
+    """a = relu(h)^2 / a_scale in e4m3, saturating, of h = (x_f8 x_scale) @ (w_f8 w_scale)^T in fp32 (x_f8: tokens x
+    dim, w_f8: hidden x dim, both e4m3; the scales 0-d tensors): on the GPU one GEMM with the cast in its epilogue
+    (relu_square_up_kernel), so h is never written (cuBLAS's GEMM writing bf16 h and inductor's cast reading it
+    moved 4 bytes an entry more, perf/NOTES.md session 65); torch elsewhere."""
+    if not x_f8.is_cuda:
+        return relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale)
+    return relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale)
+
+
+@fp8_relu_square_up.register_fake
+def _(x_f8, w_f8, x_scale, w_scale, a_scale):
+    return x_f8.new_empty(x_f8.size(0), w_f8.size(0), dtype=torch.float8_e4m3fn)
+
+
 def relu_square_grad(a_f8: Tensor, a_scale: Tensor, grad_a: Tensor) -> Tensor:
     """The gradient of h for a = relu(h)^2, in fp32, from a's e4m3 copy (a_f8 * a_scale): relu(h) = sqrt(a)."""
     return 2 * torch.sqrt(a_f8.float() * a_scale) * grad_a.float()
@@ -474,16 +569,20 @@ class FP8MLP(torch.autograd.Function):
     taken from the tensors themselves: e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records
     quantise the up projection's forward only). The weights come cast (mlp_weight_casts of fc_w and proj_w as they
     are); fc_w and proj_w are here for their gradients. Plain autograd traced by torch.compile, so the scaling and
-    the casts fuse with the neighbouring elementwise work, except the backward's pass over the hidden activations:
-    fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps instead of the
-    bf16 h (half the bytes). Activation and gradient scales sample every row_step-th row (float8_scale)."""
+    the casts fuse with the neighbouring elementwise work, except the two passes over the hidden activations: the up
+    projection, whose GEMM writes a's e4m3 copy from its fp32 h (fp8_relu_square_up; a's scale comes first, from a
+    GEMM of the sampled rows alone), and the backward's fp8_relu_square_grads, from a's e4m3 copy (the down
+    projection's operand), which the forward keeps instead of the bf16 h (half the bytes). Activation and gradient
+    scales sample every row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
                 proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
-        h = scaled_mm(x_f8, fc_f8_t.T, x_scale, fc_scale, torch.bfloat16, fast_accum=True)
-        a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn, row_step)
+        sampled_h = scaled_mm(x_f8[::row_step].contiguous(), fc_f8_t.T, x_scale, fc_scale, torch.float32,
+                              fast_accum=True)
+        a_scale = float8_scale(F.relu(sampled_h).square(), torch.float8_e4m3fn, row_step)
+        a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
         ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
         return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
@@ -2347,7 +2446,10 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     launches = [functools.partial(float8_both_ways, x, 1.0), functools.partial(float8_both_ways, w, 1.0),
                 functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad)]
     if args.fp8_mlp:
-        launches.append(functools.partial(one_pass_relu_square_is_exact, device))
+        e4m3, scale = dict(device=device, dtype=torch.float8_e4m3fn), torch.ones((), device=device)
+        x_f8, fc_f8_t = torch.zeros(rows, dim, **e4m3), torch.zeros(args.mlp_ratio * dim, dim, **e4m3)
+        launches += [functools.partial(one_pass_relu_square_is_exact, device),
+                     functools.partial(relu_square_up_triton, x_f8, fc_f8_t, scale, scale, scale)]
     if attention_kernel_fits(head_dim):
         qkv, heads_shape = torch.zeros(1, rows, 3 * heads, head_dim, **bf16), (1, rows, heads, head_dim)
         cos = sin = torch.zeros(rows, head_dim // 2, device=device)

@@ -65,13 +65,37 @@ def test_track_2s_mlp_gemm_launches_fit_in_shared_memory_and_only_the_backward_t
 
 def test_every_kernel_of_track_1_is_reported(report, repo_root):
     assert set(report) == launched_kernels(repo_root, "train_gpt.py")
-    assert len(report) == 8
+    assert len(report) == 9
 
 
 def test_no_kernel_spills_registers_and_all_move_16_bytes_at_a_time(report):
+    """The up projection's GEMM moves its tiles by TMA (cp.async.bulk.tensor), which the widest load does not count:
+    its loads are its scales."""
     for name, (registers, spilled, shared, widest_load, widest_store, *_) in report.items():
         assert 0 < registers <= 255 and spilled == 0, name
-        assert widest_load == 16, name
+        assert widest_load == (4 if name == "relu_square_up_kernel" else 16), name
+
+
+def test_up_projections_gemm_fits_in_shared_memory_and_divides_by_as_scale_once(report):
+    """Three TMA stages of 128 x 128 and 256 x 128 e4m3 tiles (48 KB each) and the epilogue's half tile fit an sm_90
+    block (its last fourth stage would too). The epilogue multiplies by a's scale's reciprocal, one special-function
+    op a program (a division an entry was 128 a thread and 255 registers)."""
+    registers, _, shared, _, _, _, special, _ = report["relu_square_up_kernel"]
+    assert 3 * 48 * 1024 + 16 * 1024 <= shared <= 232_448 and special == 1 and registers < 200
+
+
+def test_up_projections_gemm_runs_on_the_fp8_tensor_cores_and_keeps_a_nan(run_gpu_compiler):
+    """Its PTX: wgmma on e4m3 operands, the saturating e4m3 cast, and relu's max and the clamp's min that keep a NaN
+    (the interpreter's maximum and minimum keep it either way, so the CPU tests cannot tell)."""
+    ops = "wgmma[.]mma_async[.][.a-z0-9]*|cvt[.][.a-z0-9]*e4m3[.a-z0-9]*|(?:max|min)[.][.A-Za-z]*f32"
+    code = ("import re, sys; sys.path.insert(0, 'perf'); import kernel_report as kr; from track_scripts import ROOT, "
+            "load_script; script = load_script(ROOT / 'train_gpt.py'); constexprs, warps, types = kr.RELU_SQUARE_UP[0]; "
+            "ptx = kr.compile_kernel(script.relu_square_up_kernel, constexprs, warps, types=types).asm['ptx']; "
+            f"print(sorted(set(re.findall('{ops}', ptx))))")
+    result = run_gpu_compiler("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert eval(result.stdout) == ["cvt.rn.satfinite.e4m3x2.f32", "max.NaN.f32", "min.NaN.f32",
+                                   "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"]
 
 
 def test_cross_entropy_kernel_converts_each_element_once_a_pass_and_stores_16_bytes(report):

@@ -681,8 +681,7 @@ def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
     x_q, fc_q = through_e4m3(x, amax_scale(x, e4m3, row_step)), through_e4m3(fc_w, amax_scale(fc_w, e4m3))
     proj_q = through_e4m3(proj_w, amax_scale(proj_w, e4m3))
-    h = (x_q @ fc_q).bfloat16()
-    a = F.relu(h.float()).square()
+    a = F.relu(x_q @ fc_q).square()  # h in fp32: the up projection's epilogue never rounds it to bf16
     a_q = through_e4m3(a, amax_scale(a, e4m3, row_step))
     g_q = through_e5m2(grad_y, amax_scale(grad_y, e5m2, row_step))
     grad_a = (g_q @ proj_q).bfloat16()
@@ -719,11 +718,14 @@ def test_mlp_weight_casts_are_both_layouts_and_scales_that_view_no_other_tensor(
 
 def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
     """The forward and grad_a / grad_x (sums over model_dim and the hidden width) take the tensor cores' fast
-    accumulation; the weight gradients, sums over every token, keep the precise one."""
+    accumulation; the weight gradients, sums over every token, keep the precise one. The forward's first product is
+    the up projection of the sampled rows alone (a's scale), in fp32 as the up projection's epilogue sees h; the
+    second the up projection itself (fp8_relu_square_up's CPU path)."""
     x, fc_w, proj_w = fp8_mlp_leaves()
-    train_gpt.FP8MLP.apply(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w), 1).float().sum().backward()
+    train_gpt.FP8MLP.apply(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w), 16).float().sum().backward()
     tokens, dim, hidden = x.shape[0], x.shape[1], fc_w.shape[1]
-    calls = [(a_shape, b_shape, fast_accum) for a_shape, b_shape, _, fast_accum in scaled_mm_calls]
+    assert scaled_mm_calls[0] == ((tokens // 16, dim), (dim, hidden), torch.float32, True)
+    calls = [(a_shape, b_shape, fast_accum) for a_shape, b_shape, _, fast_accum in scaled_mm_calls[1:]]
     assert calls == [((tokens, dim), (dim, hidden), True), ((tokens, hidden), (hidden, dim), True),  # forward
                      ((tokens, dim), (dim, hidden), True),  # grad_a
                      ((dim, tokens), (tokens, hidden), False), ((dim, tokens), (tokens, hidden), False),  # weights
@@ -874,6 +876,55 @@ def test_relu_square_op_on_the_cpu_is_the_float8_cast_of_the_same_values(monkeyp
     assert torch.equal(grad_h.float(), expected.to(torch.float8_e5m2).float())
     assert torch.equal(grad_h_t.float(), grad_h.float().T)
     assert torch.equal(a_t.view(torch.uint8), a_f8.view(torch.uint8).T)
+
+
+def relu_square_up_case(rows, cols, k, seed):
+    """fp8_relu_square_up's inputs, e4m3 x (rows x k) and w (cols x k) with their scales, and a's scale at a
+    quarter of a's largest value over 448, so that entries past a quarter of the largest saturate; and the fp32 h."""
+    gen = torch.Generator().manual_seed(seed)
+    x_f8, w_f8 = (torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn) for n in (rows, cols))
+    x_scale, w_scale = torch.tensor(0.5), torch.tensor(2.0 ** -4)
+    h = (x_f8.float() * x_scale) @ (w_f8.float() * w_scale).T
+    return x_f8, w_f8, x_scale, w_scale, F.relu(h).square().amax() * 0.25 / 448, h
+
+
+# small tiles: 200 x 96 outputs are 7 x 2 tiles of 32 x 64, partial at both edges (one tile a program past the
+# interpreter's 4 programs); the epilogue whole, or as two 32 x 32 halves; K in two blocks or one
+@pytest.mark.parametrize("launch", [(32, 64, 32, 2, 4, 1, False), (32, 64, 32, 2, 4, 1, True),
+                                    (32, 64, 64, 1, 4, 1, True)])
+def test_relu_square_up_kernel_is_the_gemm_with_relu_square_in_its_epilogue(interpreted_kernel, launch):
+    """In an fp32 buffer (the interpreter's float8 casts misround; perf/gpu_checks.py checks the e4m3 output on the
+    GPU): a = relu(h)^2 / a_scale of the fp32 product, saturating at e4m3's largest value, every tile written.
+    tests/test_perf_kernel_report.py checks the GPU build's NaN handling, which the interpreter's does not show."""
+    x_f8, w_f8, x_scale, w_scale, a_scale, h = relu_square_up_case(200, 96, 64, 0)
+    a = train_gpt.relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale, torch.float32, launch)
+    expected = (F.relu(h).square() / a_scale).clamp(max=448)
+    torch.testing.assert_close(a, expected, rtol=1e-5, atol=1e-5)
+    assert (a[h <= 0] == 0).all() and (h < 0).any() and (a == 448).sum() > 10
+
+
+def test_relu_square_up_kernel_in_e4m3_is_torchs_cast_up_to_the_interpreters_rounding(interpreted_kernel):
+    x_f8, w_f8, x_scale, w_scale, a_scale, _ = relu_square_up_case(96, 128, 64, 2)
+    ours = train_gpt.relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale,
+                                           launch=(32, 64, 32, 2, 4, 1, True))
+    theirs = train_gpt.relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale)
+    assert ours.dtype == theirs.dtype == torch.float8_e4m3fn
+    assert float8_steps_apart(ours, theirs).all() and (ours.float() == 448).sum() > 10
+
+
+def test_relu_square_up_op_on_the_cpu_is_the_e4m3_cast_of_the_fp32_product():
+    x_f8, w_f8, x_scale, w_scale, a_scale, h = relu_square_up_case(48, 80, 32, 3)
+    a_f8 = train_gpt.fp8_relu_square_up(x_f8, w_f8, x_scale, w_scale, a_scale)
+    expected = (F.relu(h).square() / a_scale).clamp(max=448).to(torch.float8_e4m3fn)
+    assert a_f8.shape == (48, 80) and torch.equal(a_f8.view(torch.uint8), expected.view(torch.uint8))
+
+
+@pytest.mark.parametrize("test_util", ["test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic",
+                                       pytest.param("test_schema", marks=pytest.mark.skip(reason=FP8_NO_COMPARE))])
+def test_relu_square_up_opcheck(test_util):
+    result = torch.library.opcheck(train_gpt.fp8_relu_square_up, relu_square_up_case(32, 48, 32, 4)[:5],
+                                   test_utils=test_util)
+    assert result == {test_util: "SUCCESS"}
 
 
 @pytest.mark.parametrize("test_util", ["test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic",
