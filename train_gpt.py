@@ -452,8 +452,10 @@ def relu_square_grads_kernel(a_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
                              STORE_GRAD_H_T: tl.constexpr):
     """One block of a = relu(h)^2 / a_scale (tokens x hidden, the forward's e4m3 copy) and of a's gradient to a
     transposed (the same bytes) and h's gradient / grad_scale, clamped to e5m2's range, with relu(h) = sqrt(a *
-    a_scale) correctly rounded (as torch's sqrt); with STORE_GRAD_H_T h's gradient also transposed (one pass, no
-    transpose kernel after it). Triton swaps each transposed store's layout through shared memory, so every load and
+    a_scale) by the approximate root (one MUFU op: the correctly rounded one sends relu's zeros down a slow path, 395
+    against 337 us a call on an H100; the start-up check and perf/gpu_checks.py find torch's bytes, the e5m2 cast
+    hiding its last-bit differences); with STORE_GRAD_H_T h's gradient also transposed (one pass, no transpose kernel
+    after it). Triton swaps each transposed store's layout through shared memory, so every load and
     store is coalesced. a's transposed store comes last: stored right after the load as the loaded bytes, they stayed
     live through the arithmetic (128 registers instead of 72, perf/kernel_report.py). Built by Triton 3.6's bundled
     ptxas, the one pass came out wrong on the H200 in its transposed gradient (22% of the bytes, some NaN), and right
@@ -464,7 +466,7 @@ def relu_square_grads_kernel(a_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
     mask = (r < rows)[:, None] & (c < cols)[None, :]
     at, at_t = r.to(tl.int64)[:, None] * cols + c[None, :], c.to(tl.int64)[:, None] * rows + r[None, :]
     a = tl.load(a_ptr + at, mask=mask, other=0.0).to(tl.float32)
-    relu = tl.sqrt_rn(a * tl.load(a_scale_ptr))
+    relu = tl.sqrt(a * tl.load(a_scale_ptr))
     grad = tl.load(grad_a_ptr + at, mask=mask, other=0.0).to(tl.float32) * (relu * 2.0) / tl.load(grad_scale_ptr)
     grad_h = tl.clamp(grad, -grad_max, grad_max).to(grad_h_ptr.dtype.element_ty)
     tl.store(grad_h_ptr + at, grad_h, mask=mask)
