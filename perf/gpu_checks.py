@@ -156,7 +156,28 @@ def fp8_mlp_checks() -> list[bool]:
                                  largest - t[0, 0].float().item(), 0.5))
     exact = tg.one_pass_relu_square_is_exact(a_f8.device)
     print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
-    return results
+    return results + relu_square_up_checks()
+
+
+def relu_square_up_checks() -> list[bool]:
+    """The up projection's GEMM with a's e4m3 cast in its epilogue against torch's path (cuBLAS's fp32 product cast
+    by torch; the CPU tests compare the kernel's fp32 values under the interpreter) at a block's shape, with a's
+    scale at a quarter of its largest value so that entries saturate: a's bytes at most one e4m3 step apart (the
+    sums' order), nearly all equal; and a NaN x scale gives a NaN a everywhere, as torch's relu and clamp do."""
+    gen = torch.Generator("cuda").manual_seed(0)
+    x_f8, w_f8 = (torch.randn(rows, 768, device="cuda", generator=gen).to(torch.float8_e4m3fn) for rows in (8192, 3072))
+    x_scale, w_scale = torch.tensor(0.5, device="cuda"), torch.tensor(2.0 ** -4, device="cuda")
+    h = tg.scaled_mm(x_f8, w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
+    a_scale = torch.relu(h).square().amax() / 4 / 448
+    ours = tg.relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale).view(torch.uint8).int()
+    theirs = tg.relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale).view(torch.uint8).int()
+    steps = (ours - theirs).abs()
+    nan = tg.relu_square_up_triton(x_f8, w_f8, torch.tensor(float("nan"), device="cuda"), w_scale, a_scale)
+    return [check("up projection's epilogue GEMM: a's bytes unequal to torch's cast", (steps > 0).float().mean().item(),
+                  1e-3),
+            check("up projection's epilogue GEMM: a's most steps from torch's cast", steps.max().item(), 2),
+            check("up projection's epilogue GEMM: entries a NaN x scale leaves finite",
+                  nan.float().isfinite().float().mean().item(), 1e-9)]
 
 
 def fp8_qkv_checks() -> list[bool]:
