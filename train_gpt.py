@@ -420,9 +420,16 @@ def relu_square_up_triton(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: 
 
 
 def relu_square_up_torch(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Tensor, a_scale: Tensor) -> Tensor:
-    """fp8_relu_square_up in torch ops: the CPU's path and the GPU checks' reference."""
+    """fp8_relu_square_up in torch ops: the path of the CPU and of GPUs without TMA, and the GPU checks' reference."""
     h = scaled_mm(x_f8, w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
     return to_float8(F.relu(h).square(), a_scale, torch.float8_e4m3fn)
+
+
+@functools.cache
+def lacks_tma(device: torch.device) -> bool:
+    """Whether device is a GPU before sm_90, without the TMA that relu_square_up_kernel loads and stores by (sm_89
+    has the FP8 tensor cores that the rest of the FP8 MLP needs)."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0)
 
 
 @torch.library.custom_op("nanogpt::fp8_relu_square_up", mutates_args=())
@@ -430,8 +437,8 @@ def fp8_relu_square_up(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Ten
     """a = relu(h)^2 / a_scale in e4m3, saturating, of h = (x_f8 x_scale) @ (w_f8 w_scale)^T in fp32 (x_f8: tokens x
     dim, w_f8: hidden x dim, both e4m3; the scales 0-d tensors): on the GPU one GEMM with the cast in its epilogue
     (relu_square_up_kernel), so h is never written (cuBLAS's GEMM writing bf16 h and inductor's cast reading it
-    moved 4 bytes an entry more, perf/NOTES.md session 65); torch elsewhere."""
-    if not x_f8.is_cuda:
+    moved 4 bytes an entry more, perf/NOTES.md session 65); torch elsewhere, and on GPUs without TMA (lacks_tma)."""
+    if not x_f8.is_cuda or lacks_tma(x_f8.device):
         return relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale)
     return relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale)
 
@@ -2448,10 +2455,11 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     launches = [functools.partial(float8_both_ways, x, 1.0), functools.partial(float8_both_ways, w, 1.0),
                 functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad)]
     if args.fp8_mlp:
+        launches.append(functools.partial(one_pass_relu_square_is_exact, device))
+    if args.fp8_mlp and not lacks_tma(device):
         e4m3, scale = dict(device=device, dtype=torch.float8_e4m3fn), torch.ones((), device=device)
         x_f8, fc_f8_t = torch.zeros(rows, dim, **e4m3), torch.zeros(args.mlp_ratio * dim, dim, **e4m3)
-        launches += [functools.partial(one_pass_relu_square_is_exact, device),
-                     functools.partial(relu_square_up_triton, x_f8, fc_f8_t, scale, scale, scale)]
+        launches.append(functools.partial(relu_square_up_triton, x_f8, fc_f8_t, scale, scale, scale))
     if attention_kernel_fits(head_dim):
         qkv, heads_shape = torch.zeros(1, rows, 3 * heads, head_dim, **bf16), (1, rows, heads, head_dim)
         cos = sin = torch.zeros(rows, head_dim // 2, device=device)

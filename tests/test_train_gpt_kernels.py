@@ -919,6 +919,19 @@ def test_relu_square_up_op_on_the_cpu_is_the_e4m3_cast_of_the_fp32_product():
     assert a_f8.shape == (48, 80) and torch.equal(a_f8.view(torch.uint8), expected.view(torch.uint8))
 
 
+@pytest.mark.parametrize("capability, lacks", [((8, 9), True), ((9, 0), False), ((10, 0), False)])
+def test_gpus_before_sm_90_lack_the_up_projections_tma_and_build_no_kernel_for_it(monkeypatch, capability, lacks):
+    """sm_89 has FP8 tensor cores but no TMA: the op takes torch's path there, and the start-up builds no GEMM."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert train_gpt.lacks_tma.__wrapped__(torch.device("cuda")) == lacks
+    assert not train_gpt.lacks_tma.__wrapped__(torch.device("cpu"))
+    monkeypatch.setattr(train_gpt, "lacks_tma", lambda device: lacks)
+    args = train_gpt.Hyperparameters(model_dim=DIM, num_heads=2, head_dim=64)
+    launched = [launch.func for launch in train_gpt.tiny_kernel_launches(args, torch.device("cpu"))]
+    assert (train_gpt.relu_square_up_triton in launched) == (not lacks)
+    assert train_gpt.one_pass_relu_square_is_exact in launched
+
+
 @pytest.mark.parametrize("test_util", ["test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic",
                                        pytest.param("test_schema", marks=pytest.mark.skip(reason=FP8_NO_COMPARE))])
 def test_relu_square_up_opcheck(test_util):
