@@ -391,7 +391,7 @@ def relu_square_up_kernel(x_desc, w_desc, a_desc, x_scale_ptr, w_scale_ptr, a_sc
             store_relu_square(acc, h_scale, inverse_a_scale, a_max, a_desc, first_row, first_col)
 
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/mlp_bench.py --up times others
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/mlp_up_bench.py times others
 RELU_SQUARE_UP_LAUNCH = (128, 256, 128, 8, 8, 3, True)
 
 
