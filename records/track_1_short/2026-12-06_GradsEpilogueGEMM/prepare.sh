@@ -7,7 +7,8 @@ record=$(cd "$(dirname "$0")" && pwd)
 base=perf/base; rm -rf "$base/grads_tree" /tmp/grads-epilogue; mkdir -p "$base/grads_tree/perf"
 git worktree prune
 git worktree add -q --detach /tmp/grads-epilogue HEAD && git -C /tmp/grads-epilogue am -q "$record/grads-epilogue.patch"
-for file in train_gpt.py perf/gpu_checks.py perf/bench_common.py perf/mlp_up_bench.py perf/mlp_grads_gemm_bench.py; do
+for file in train_gpt.py train_gpt_medium.py perf/gpu_checks.py perf/bench_common.py perf/mlp_up_bench.py \
+    perf/mlp_grads_gemm_bench.py; do
     cp "/tmp/grads-epilogue/$file" "$base/grads_tree/$file"
 done
 cp train_gpt.py "$base/main.py" && cp "$base/grads_tree/train_gpt.py" "$base/grads.py"
