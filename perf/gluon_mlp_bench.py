@@ -29,7 +29,12 @@ from pathlib import Path
 import torch
 import triton
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import printed_help  # noqa: E402
+
 GLUON_TRITON = "3.6"  # Gluon is experimental: Triton 3.9 removed tma.async_copy_global_to_shared, which this uses
+if __name__ == "__main__" and printed_help(sys.argv[1:], __doc__):  # the usage needs no Gluon: any Triton prints it
+    sys.exit(0)
 if triton.__version__.rsplit(".", 1)[0] != GLUON_TRITON:
     sys.exit(f"error: this bench is written against Triton {GLUON_TRITON}'s Gluon API, which is experimental and has "
              f"changed since; this is Triton {triton.__version__} (torch 2.11 ships {GLUON_TRITON})")
@@ -42,7 +47,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt_medium as medium  # noqa: E402
 import kernel_report  # noqa: E402
 from bench_common import no_gpu_error, option_list, option_values, timed_us, usage_or_error  # noqa: E402

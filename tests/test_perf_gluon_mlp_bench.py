@@ -76,6 +76,25 @@ def test_help_prints_the_usage_and_a_bad_argument_is_one_line_without_running(re
         "error: --stages: 'five' is not a ring depth; give integers, e.g. --stages=4 (see --help)")
 
 
+def test_on_another_triton_help_still_prints_and_a_run_is_one_line_naming_the_version(repo_root):
+    """Gluon's API is Triton 3.6's: on another Triton (faked here as 3.9.0 before the bench loads) --help prints the
+    usage, which needs no Gluon, and anything else stops at one line before Gluon is imported."""
+    fake = ("import runpy, sys, triton; triton.__version__ = '3.9.0'; sys.argv = ['perf/gluon_mlp_bench.py', "
+            "*sys.argv[1:]]; runpy.run_path('perf/gluon_mlp_bench.py', run_name='__main__')")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", fake, *args], cwd=repo_root, capture_output=True, text=True,
+                              timeout=120, env=env)
+    result = run("--help")
+    assert result.returncode == 0 and result.stderr == ""
+    assert "python perf/gluon_mlp_bench.py --compile_only  ->  both passes built for sm_90" in result.stdout
+    result = run("--compile_only")
+    assert result.returncode == 1 and result.stdout == "" and result.stderr.strip() == (
+        "error: this bench is written against Triton 3.6's Gluon API, which is experimental and has changed since; "
+        "this is Triton 3.9.0 (torch 2.11 ships 3.6)")
+
+
 @NEEDS_GLUON_TRITON
 def test_without_a_gpu_the_bench_and_a_check_are_one_line_that_points_to_compile_only(repo_root):
     # a --check runs first and on the GPU, --compile_only or not
