@@ -462,12 +462,12 @@ def relu_square_grads_kernel(a_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
     a_scale) by the approximate root (one MUFU op: the correctly rounded one sends relu's zeros down a slow path, 395
     against 337 us a call on an H100; the start-up check and perf/gpu_checks.py find torch's bytes, the e5m2 cast
     hiding its last-bit differences); with STORE_GRAD_H_T h's gradient also transposed (one pass, no transpose kernel
-    after it). Triton swaps each transposed store's layout through shared memory, so every load and
-    store is coalesced. a's transposed store comes last: stored right after the load as the loaded bytes, they stayed
-    live through the arithmetic (128 registers instead of 72, perf/kernel_report.py). Built by Triton 3.6's bundled
-    ptxas, the one pass came out wrong on the H200 in its transposed gradient (22% of the bytes, some NaN), and right
-    when built by torch's (perf/NOTES.md, session 14): the op takes it only where one_pass_relu_square_is_exact, its
-    start-up check, found it so."""
+    after it). Triton swaps each transposed store's layout through shared memory, so every load and store is
+    coalesced. a's transposed store comes last: stored right after the load as the loaded bytes, they stayed live
+    through the arithmetic (128 registers instead of 72 with the correctly rounded root, perf/kernel_report.py).
+    Built by Triton 3.6's bundled ptxas, the one pass came out wrong on the H200 in its transposed gradient (22% of
+    the bytes, some NaN), and right when built by torch's (perf/NOTES.md, session 14): the op takes it only where
+    one_pass_relu_square_is_exact, its start-up check, found it so."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
