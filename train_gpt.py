@@ -2447,8 +2447,9 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     MLP kernel's start-up check), on 16-row tensors with training's dtypes, widths and pointer alignments: what Triton
     specialises a build on, so that training finds these builds (a miss costs only that build, in warmup step 1)."""
     rows, dim, vocab, heads, head_dim = 16, args.model_dim, padded_vocab(args.vocab_size), args.num_heads, args.head_dim
-    bf16 = dict(device=device, dtype=torch.bfloat16)
+    bf16, e4m3 = dict(device=device, dtype=torch.bfloat16), dict(device=device, dtype=torch.float8_e4m3fn)
     x, w = torch.zeros(rows, dim, **bf16), torch.zeros(rows, dim, device=device)  # w: the fp32 head weight's dtype
+    x_f8 = torch.zeros(rows, dim, **e4m3)  # the MLP's and the QKV projection's e4m3 x
     logits = torch.zeros(rows, vocab, **bf16)
     grad = torch.zeros(rows, vocab, device=device, dtype=torch.float8_e5m2)
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
@@ -2457,8 +2458,7 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     if args.fp8_mlp:
         launches.append(functools.partial(one_pass_relu_square_is_exact, device))
     if args.fp8_mlp and not lacks_tma(device):
-        e4m3, scale = dict(device=device, dtype=torch.float8_e4m3fn), torch.ones((), device=device)
-        x_f8, fc_f8_t = torch.zeros(rows, dim, **e4m3), torch.zeros(args.mlp_ratio * dim, dim, **e4m3)
+        fc_f8_t, scale = torch.zeros(args.mlp_ratio * dim, dim, **e4m3), torch.ones((), device=device)
         launches.append(functools.partial(relu_square_up_triton, x_f8, fc_f8_t, scale, scale, scale))
     if attention_kernel_fits(head_dim):
         qkv, heads_shape = torch.zeros(1, rows, 3 * heads, head_dim, **bf16), (1, rows, heads, head_dim)
@@ -2470,8 +2470,7 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
                          functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
                                            rowwise_fp8=args.fp8_qkv)]
         if args.fp8_qkv:  # fp8_qkv_weight_grad's copies of the e4m3 gradient and of x's e4m3 copy
-            grad_f8 = torch.zeros(rows, 3 * heads * head_dim, device=device, dtype=torch.float8_e4m3fn)
-            x_f8 = torch.zeros(rows, dim, device=device, dtype=torch.float8_e4m3fn)
+            grad_f8 = torch.zeros(rows, 3 * heads * head_dim, **e4m3)
             launches += [functools.partial(transposed, grad_f8),
                          functools.partial(row_scaled_transposed, x_f8, torch.zeros(rows, 1, device=device))]
     return launches
