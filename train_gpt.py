@@ -448,6 +448,13 @@ def _(x_f8, w_f8, x_scale, w_scale, a_scale):
     return x_f8.new_empty(x_f8.size(0), w_f8.size(0), dtype=torch.float8_e4m3fn)
 
 
+def sampled_relu_square_scale(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: Tensor, row_step: int) -> Tensor:
+    """a's scale for fp8_relu_square_up before its GEMM runs: float8_scale of relu(h)^2 over every row_step-th row,
+    from a GEMM of those rows alone (fp32, as the epilogue sees h)."""
+    sampled_h = scaled_mm(x_f8[::row_step].contiguous(), w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
+    return float8_scale(F.relu(sampled_h).square(), torch.float8_e4m3fn, row_step)
+
+
 def relu_square_grad(a_f8: Tensor, a_scale: Tensor, grad_a: Tensor) -> Tensor:
     """The gradient of h for a = relu(h)^2, in fp32, from a's e4m3 copy (a_f8 * a_scale): relu(h) = sqrt(a)."""
     return 2 * torch.sqrt(a_f8.float() * a_scale) * grad_a.float()
@@ -588,9 +595,7 @@ class FP8MLP(torch.autograd.Function):
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
                 proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
-        sampled_h = scaled_mm(x_f8[::row_step].contiguous(), fc_f8_t.T, x_scale, fc_scale, torch.float32,
-                              fast_accum=True)
-        a_scale = float8_scale(F.relu(sampled_h).square(), torch.float8_e4m3fn, row_step)
+        a_scale = sampled_relu_square_scale(x_f8, fc_f8_t, x_scale, fc_scale, row_step)
         a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
         ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
@@ -1238,7 +1243,8 @@ def trace_autograd_functions_as_one_call():
     skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
     re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
     FP8AttentionInputs misses instead of reusing old graphs."""
-    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad)),
+    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad,
+                                       sampled_relu_square_scale)),
                             (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8))]:
         torch._dynamo.allow_in_graph(function)
         source = "".join(inspect.getsource(part) for part in (function, *parts))

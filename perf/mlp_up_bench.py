@@ -41,9 +41,8 @@ def up_inputs(rows: int, dim: int, hidden: int, device: torch.device) -> tuple:
 
 
 def sampled_a_scale(x_f8, w_f8, x_scale, w_scale):
-    """a's scale as FP8MLP's forward makes it: the up projection of every ROW_STEP-th row alone, in fp32."""
-    h = train_gpt.scaled_mm(x_f8[::ROW_STEP].contiguous(), w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
-    return train_gpt.float8_scale(F.relu(h).square(), E4M3, ROW_STEP)
+    """a's scale as FP8MLP's forward makes it (train_gpt.sampled_relu_square_scale at training's row step)."""
+    return train_gpt.sampled_relu_square_scale(x_f8, w_f8, x_scale, w_scale, ROW_STEP)
 
 
 def replaced_path(x_f8, w_f8, x_scale, w_scale, a_scale):
