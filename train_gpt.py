@@ -763,12 +763,30 @@ def softcap_ce_rows(logits: Tensor, targets: Tensor, grad_s: float, grad: Tensor
     return loss
 
 
+def takes_fused_head(t: Tensor) -> bool:
+    """Whether training's head is fp8_head_ce with the weight's casts given (CUDA) rather than fp8_mm (the CPU's)."""
+    return t.is_cuda
+
+
+@torch.library.custom_op("nanogpt::head_weight_casts", mutates_args=())
+def head_weight_casts(w: Tensor, w_s: float) -> tuple[Tensor, Tensor]:
+    """The head weight (vocabulary x dim) in e4m3 both ways (float8_both_ways) for fp8_head_ce. The weight does not
+    change between micro-steps, so training makes these once a step (GPT.weight_casts): 91 us a micro-step on an
+    H100 when the head cast its own (perf/NOTES.md, session 62)."""
+    return float8_both_ways(w, w_s)
+
+
+@head_weight_casts.register_fake
+def _(w, w_s):
+    return torch.empty_like(w, dtype=torch.float8_e4m3fn), w.new_empty(w.size(1), w.size(0), dtype=torch.float8_e4m3fn)
+
+
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
-def fp8_head_ce(x: Tensor, w: Tensor, targets: Tensor, x_s: float, w_s: float,
+def fp8_head_ce(x: Tensor, w: Tensor, w_f8: Tensor, w_f8_t: Tensor, targets: Tensor, x_s: float, w_s: float,
                 grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Summed cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim) and its
-    gradients for x and w. CUDA, or Triton's interpreter on CPU tensors."""
-    (x_f8, x_f8_t), (w_f8, w_f8_t) = float8_both_ways(x, x_s), float8_both_ways(w, w_s)
+    """Summed cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim, given cast:
+    head_weight_casts of w) and its gradients for x and w. CUDA, or Triton's interpreter on CPU tensors."""
+    x_f8, x_f8_t = float8_both_ways(x, x_s)
     logits = scaled_mm(x_f8, w_f8.T, x_s, w_s, torch.bfloat16, fast_accum=True)
     grad_f8 = torch.empty_like(logits, dtype=torch.float8_e5m2)
     loss = softcap_ce_rows(logits, targets, grad_s, grad_f8).sum()
@@ -777,7 +795,7 @@ def fp8_head_ce(x: Tensor, w: Tensor, targets: Tensor, x_s: float, w_s: float,
 
 
 @fp8_head_ce.register_fake
-def _(x, w, targets, x_s, w_s, grad_s):
+def _(x, w, w_f8, w_f8_t, targets, x_s, w_s, grad_s):
     return (x.new_empty((), dtype=torch.float32), torch.empty_like(x, dtype=torch.bfloat16),
             torch.empty_like(w, dtype=torch.float32))
 
@@ -788,7 +806,7 @@ def _fp8_head_ce_setup_context(ctx, inputs, output):
 
 def _fp8_head_ce_grad(ctx, grad_loss, *_):
     grad_x, grad_w = ctx.saved_tensors
-    return grad_x * grad_loss, grad_w * grad_loss, None, None, None, None
+    return grad_x * grad_loss, grad_w * grad_loss, None, None, None, None, None, None
 
 
 fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setup_context)
@@ -1814,13 +1832,19 @@ class GPT(nn.Module):
         value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
         return rms_norm(self.smeared(self.embed(inputs))[None]), value_embeds
 
-    def head_loss(self, x: Tensor, targets: Tensor) -> Tensor:
+    @torch.no_grad()
+    def head_weight_casts(self) -> tuple[Tensor, Tensor] | None:
+        """head_weight_casts of the head weight as it is, for the fused head on the GPU (None elsewhere)."""
+        return head_weight_casts(self.lm_head_w, self.fp8_scales[1]) if takes_fused_head(self.lm_head_w) else None
+
+    def head_loss(self, x: Tensor, targets: Tensor, head_casts: tuple | None = None) -> Tensor:
         """Cross entropy of the softcapped logits 30 * sigmoid(z / 7.5) of the normed stream: summed over tokens with
         the FP8 head in training (the fused kernels on the GPU), mean with the bf16 head in eval (EVAL_HEAD_TOKENS
-        at a time)."""
+        at a time). head_casts: self.head_weight_casts(), made once for a step's micro-steps (None: cast here)."""
         x = rms_norm(x).flatten(0, -2)
-        if self.training and x.is_cuda:
-            return fp8_head_ce(x, self.lm_head_w, targets, *self.fp8_scales)[0]
+        if self.training and takes_fused_head(x):
+            w_f8, w_f8_t = head_casts if head_casts is not None else self.head_weight_casts()
+            return fp8_head_ce(x, self.lm_head_w, w_f8, w_f8_t, targets, *self.fp8_scales)[0]
         if self.training:
             logits = fp8_mm(x, self.lm_head_w, *self.fp8_scales)[0]
             return F.cross_entropy(softcap(logits), targets.to(torch.int64), reduction="sum")
@@ -1828,15 +1852,16 @@ class GPT(nn.Module):
         chunks = zip(x.split(EVAL_HEAD_TOKENS), targets.to(torch.int64).split(EVAL_HEAD_TOKENS))
         return sum(F.cross_entropy(softcap(F.linear(xc, w)), tc, reduction="sum") for xc, tc in chunks) / len(targets)
 
-    def weight_casts(self) -> list:
-        """Each block's weight_casts, from the weights as they are: train_step makes them once a step and passes them
-        to each micro-step's forward."""
-        return [block.weight_casts() for block in self.blocks]
+    def weight_casts(self) -> tuple[list, tuple | None]:
+        """Each block's weight_casts and the head's, from the weights as they are: train_step makes them once a step
+        and passes them to each micro-step's forward."""
+        return [block.weight_casts() for block in self.blocks], self.head_weight_casts()
 
     def forward(self, inputs: Tensor, targets: Tensor, window_blocks: Tensor,
-                weight_casts: list | None = None) -> Tensor:
+                weight_casts: tuple | None = None) -> Tensor:
         """Cross-entropy of one packed sequence: summed over tokens in training, mean in eval. weight_casts: this
         step's GPT.weight_casts (None: each FP8 projection casts its weights itself)."""
+        block_casts, head_casts = weight_casts if weight_casts is not None else (None, None)
         masks = attention_masks(inputs, window_blocks)
         x0, value_embeds = self.embedded(inputs)
         x = x0
@@ -1850,12 +1875,12 @@ class GPT(nn.Module):
             ve_index = self.value_embed_layout[i]
             value_embed = None if ve_index is None else value_embeds[ve_index]
             x = block(x, x0, value_embed, block_lambdas[i], attn_lambdas[i], masks[self.window_pattern[i]],
-                      (None, None) if weight_casts is None else weight_casts[i])
+                      (None, None) if block_casts is None else block_casts[i])
             if i < self.num_skips:
                 skips.append(x)
         if backout is not None:  # backout (2025-10 record): what early blocks wrote for context, not prediction
             x = x - self.scalars[self.backout_at] * backout
-        return self.head_loss(x, targets)
+        return self.head_loss(x, targets, head_casts)
 
 
 def matmul_params(model: GPT) -> int:

@@ -263,7 +263,7 @@ def fused_head_ce_checks() -> list[bool]:
     targets = torch.randint(0, 50304, (8192,), device="cuda", dtype=torch.int32)
     xs = [x.clone().requires_grad_(True) for _ in range(2)]
     ws = [w.clone().requires_grad_(True) for _ in range(2)]
-    loss = tg.fp8_head_ce(xs[0], ws[0], targets, *scales)[0]
+    loss = tg.fp8_head_ce(xs[0], ws[0], *tg.head_weight_casts(w, scales[1]), targets, *scales)[0]
     logits = tg.fp8_mm(xs[1], ws[1], *scales)[0]
     reference = torch.nn.functional.cross_entropy(tg.softcap(logits), targets.long(), reduction="sum")
     loss.backward()

@@ -520,7 +520,7 @@ def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce, m
     x, w, targets = head_case(12)
     xs = [x.clone().requires_grad_(True) for _ in range(2)]
     ws = [w.clone().requires_grad_(True) for _ in range(2)]
-    fused = train_gpt.fp8_head_ce(xs[0], ws[0], targets, *SCALES)[0]
+    fused = train_gpt.fp8_head_ce(xs[0], ws[0], *train_gpt.head_weight_casts(w, SCALES[1]), targets, *SCALES)[0]
     logits = train_gpt.fp8_mm(xs[1], ws[1], *SCALES)[0]
     reference = F.cross_entropy(train_gpt.softcap(logits), targets.long(), reduction="sum")
     (0.5 * fused).backward()  # the upstream gradient scales what the op computed in its forward
@@ -535,8 +535,8 @@ def test_fused_head_ce_loss_and_gradients_match_the_torch_path(interpreted_ce, m
 
 def test_fused_head_ce_makes_each_float8_layout_in_one_kernel(interpreted_ce, monkeypatch):
     """The FP8 gradient GEMMs take K-major operands: x and w go to float8 in both layouts from one pass each
-    (float8_both_ways), the float8 gradient through transpose_kernel; no torch transposed float8 copy (~250 us a
-    call in session 25's profile) and no eager cast passes."""
+    (float8_both_ways; w's in head_weight_casts, once a step), the float8 gradient through transpose_kernel; no torch
+    transposed float8 copy (~250 us a call in session 25's profile) and no eager cast passes."""
     calls, both_ways, transposed = [], train_gpt.float8_both_ways, train_gpt.transposed
     monkeypatch.setattr(train_gpt, "float8_both_ways",
                         lambda t, scale: calls.append(("both ways", tuple(t.shape))) or both_ways(t, scale))
@@ -544,8 +544,9 @@ def test_fused_head_ce_makes_each_float8_layout_in_one_kernel(interpreted_ce, mo
                         lambda t: calls.append(("transposed", tuple(t.shape))) or transposed(t))
     monkeypatch.setattr(train_gpt, "to_float8", None)  # any eager cast would fail
     x, w, targets = head_case(12)
-    train_gpt.fp8_head_ce(x, w, targets, *SCALES)
-    assert calls == [("both ways", tuple(x.shape)), ("both ways", tuple(w.shape)),
+    w_f8, w_f8_t = train_gpt.head_weight_casts(w, SCALES[1])
+    train_gpt.fp8_head_ce(x, w, w_f8, w_f8_t, targets, *SCALES)
+    assert calls == [("both ways", tuple(w.shape)), ("both ways", tuple(x.shape)),
                      ("transposed", (len(targets), w.size(0)))]
 
 
@@ -578,12 +579,44 @@ def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch, script,
     assert calls == [] and loss.ndim == 0 and loss > 16 * 10  # summed, near 16 * ln(50304) at init
 
 
-@pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
-                                       "test_aot_dispatch_dynamic"])
+def test_fused_head_takes_the_steps_weight_casts_and_casts_its_own_without_them(monkeypatch):
+    """Where the fused head runs (CUDA; here takes_fused_head forced on), GPT.weight_casts holds the head weight's two
+    e4m3 layouts, and head_loss passes the given ones to fp8_head_ce without casting again; given None, it casts
+    the weight as it is."""
+    casts_made, head_calls = [], []
+    monkeypatch.setattr(train_gpt, "takes_fused_head", lambda t: True)
+    monkeypatch.setattr(train_gpt, "head_weight_casts", lambda w, w_s: casts_made.append((w, w_s)) or (w * 2, w.T * 2))
+    monkeypatch.setattr(train_gpt, "fp8_head_ce", lambda *args: head_calls.append(args) or (args[0].sum(),))
+    model = train_gpt.GPT(train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128,
+                                                    val_seq_len=128, num_layers=2))
+    with torch.no_grad():
+        model.lm_head_w.normal_()
+    x, targets = torch.randn(16, 64).bfloat16(), torch.randint(0, 50257, (16,), dtype=torch.int32)
+    block_casts, head_casts = model.weight_casts()
+    assert len(block_casts) == 2 and len(casts_made) == 1
+    assert casts_made[0][0] is model.lm_head_w and casts_made[0][1] == model.fp8_scales[1]
+    model.head_loss(x, targets, head_casts)
+    assert len(casts_made) == 1 and head_calls[0][1] is model.lm_head_w
+    assert head_calls[0][2] is head_casts[0] and head_calls[0][3] is head_casts[1]
+    assert head_calls[0][4] is targets and head_calls[0][5:] == model.fp8_scales
+    model.head_loss(x, targets)
+    assert len(casts_made) == 2 and torch.equal(head_calls[1][2], model.lm_head_w * 2)
+
+
+@pytest.mark.parametrize("test_util", ["test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic",
+                                       pytest.param("test_schema", marks=pytest.mark.skip(reason=FP8_NO_COMPARE))])
 def test_fused_head_ce_opcheck(interpreted_kernel, test_util):
     x, w, targets = head_case(13)
-    args = (x, w.requires_grad_(test_util != "test_schema"), targets, *SCALES)
+    casts = train_gpt.head_weight_casts(w, SCALES[1])
+    args = (x, w.requires_grad_(True), *casts, targets, *SCALES)
     assert torch.library.opcheck(train_gpt.fp8_head_ce, args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+@pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor", "test_aot_dispatch_dynamic"])
+def test_head_weight_casts_opcheck(interpreted_kernel, test_util):
+    w = head_case(13)[1]
+    result = torch.library.opcheck(train_gpt.head_weight_casts, (w, SCALES[1]), test_utils=test_util)
+    assert result == {test_util: "SUCCESS"}
 
 
 @pytest.mark.parametrize("rows, cols", [(64, 64), (70, 130), (1, 200), (129, 3)])
@@ -617,7 +650,7 @@ def test_fp8_head_fast_accumulation_only_in_the_forward(scaled_mm_calls, require
     w.requires_grad_(True)
     if fused:  # loss and both gradients in the op's forward
         require_interpreted(train_gpt.softcap_ce_kernel)
-        train_gpt.fp8_head_ce(x, w, targets, *SCALES)
+        train_gpt.fp8_head_ce(x, w, *train_gpt.head_weight_casts(w.detach(), SCALES[1]), targets, *SCALES)
     else:
         train_gpt.fp8_mm(x, w, *SCALES)[0].float().sum().backward()
         assert w.grad is not None
