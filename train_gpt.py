@@ -391,8 +391,9 @@ def relu_square_up_kernel(x_desc, w_desc, a_desc, x_scale_ptr, w_scale_ptr, a_sc
             store_relu_square(acc, h_scale, inverse_a_scale, a_max, a_desc, first_row, first_col)
 
 
-# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/mlp_up_bench.py times others
-RELU_SQUARE_UP_LAUNCH = (128, 256, 128, 8, 8, 3, True)
+# BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue: perf/mlp_up_bench.py times others (on
+# an H100: 198.0 us, the best of 16; 205.3 at 3 stages with the epilogue in halves; 219-295 at 128 x 128 tiles)
+RELU_SQUARE_UP_LAUNCH = (128, 256, 128, 8, 8, 4, False)
 
 
 def multiprocessors(device: torch.device) -> int:
@@ -1163,8 +1164,12 @@ def row_scaled_transposed_kernel(src_ptr, multipliers_ptr, out_t_ptr, rows, cols
              tl.trans(block), mask=tl.trans(mask))
 
 
+ROW_SCALED_TRANSPOSED_LAUNCH = (128, 4)  # BLOCK, num_warps: 32.5 us for x's e4m3 copy at 49,152 tokens, 37.5 at (64,
+# 4) (H100, perf/gpu_checks.py, session 65)
+
+
 def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = torch.float8_e4m3fn,
-                          launch: tuple = FLOAT8_BOTH_WAYS_LAUNCH) -> Tensor:
+                          launch: tuple = ROW_SCALED_TRANSPOSED_LAUNCH) -> Tensor:
     """(t * multipliers).T in dtype (e4m3 in training, saturating; any float dtype for tests under Triton's
     interpreter, whose float8 casts misround) for a 2-D t (e4m3 in training, any float dtype) and a multiplier per
     row (rows x 1, fp32)."""

@@ -59,12 +59,12 @@ ATTENTION_INPUTS = [(dict(HALF=64, BLOCK_ROWS=16, HAS_VE=True), 4)]  # head_dim 
 TOKENS_BACKWARD = [(dict(HALF=64, BLOCK_ROWS=16, HEADS_BLOCK=8, HAS_VE=True, ROWWISE_FP8=fp8), 4)
                    for fp8 in (False, True)]
 # track 1's MLP up projection at RELU_SQUARE_UP_LAUNCH: K = model_dim, e4m3 tiles of 128 x 128, 256 x 128 and the
-# epilogue's half tile, one program an SM of an H100
-RELU_SQUARE_UP = [(dict(K=768, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, PROGRAMS=132, SPLIT_EPILOGUE=True), 8,
+# epilogue's whole tile, 4 stages, one program an SM of an H100
+RELU_SQUARE_UP = [(dict(K=768, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, PROGRAMS=132, SPLIT_EPILOGUE=False), 8,
                    {"x_desc": "tensordesc<fp8e4nv[128, 128]>", "w_desc": "tensordesc<fp8e4nv[256, 128]>",
-                    "a_desc": "tensordesc<fp8e4nv[128, 128]>", "x_scale_ptr": "*fp32", "w_scale_ptr": "*fp32",
-                    "a_max": "fp32"})]
-# script: kernel name: its launch configurations there, as (constexprs, num_warps[, argument types])
+                    "a_desc": "tensordesc<fp8e4nv[128, 256]>", "x_scale_ptr": "*fp32", "w_scale_ptr": "*fp32",
+                    "a_max": "fp32"}, 4)]
+# script: kernel name: its launch configurations there, as (constexprs, num_warps[, argument types[, stages]])
 CONFIGS = {
     "train_gpt.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
@@ -72,7 +72,7 @@ CONFIGS = {
         "transpose_kernel": [(dict(BLOCK=128), 8)],
         "relu_square_grads_kernel": [(dict(BLOCK_ROWS=32, BLOCK_COLS=128, STORE_GRAD_H_T=True), 4)],  # one pass
         "float8_both_ways_kernel": FLOAT8_BOTH_WAYS,
-        "row_scaled_transposed_kernel": [(dict(BLOCK=64), 4, {"src_ptr": "*fp8e4nv"})],
+        "row_scaled_transposed_kernel": [(dict(BLOCK=128), 4, {"src_ptr": "*fp8e4nv"})],
         "relu_square_up_kernel": RELU_SQUARE_UP,
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": TOKENS_BACKWARD,
@@ -225,11 +225,12 @@ def main(argv: list[str]) -> int:
     launches = [tuple(int(value) for value in launch.split(",")) for launch in option_values(argv, "launch")]
     script = load_script(path)
     for name, configs in CONFIGS[path.name].items():
-        for constexprs, num_warps, *types in configs:
+        for constexprs, num_warps, *rest in configs:
             if not hasattr(script, name):
                 print(f"{name}: not in this script")
                 continue
-            print(report(name, getattr(script, name), constexprs, num_warps, types=types[0] if types else None))
+            types, num_stages = rest[0] if rest else None, rest[1] if len(rest) > 1 else 3
+            print(report(name, getattr(script, name), constexprs, num_warps, num_stages, types))
     if hasattr(script, "MLP_LAUNCH"):
         for backward in (False, True):
             for launch in launches or [script.MLP_LAUNCH["backward" if backward else "forward"]]:

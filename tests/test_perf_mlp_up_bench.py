@@ -38,13 +38,13 @@ def test_tiny_run_times_the_scripts_configuration_another_and_the_replaced_path(
     match = re.fullmatch(r"replaced \(GEMM to bf16 h, then the cast\): 50\.0 us, ([\d.]+) of a's bytes equal torch's "
                          r"fp32 cast, up to (\d) steps apart", lines[0])
     assert match and 0.9 < float(match[1]) < 1 and match[2] == "1", lines[0]
-    for line, launch, us in zip(lines[1:3], ["(128, 256, 128, 8, 8, 3, True)", "(32, 64, 32, 2, 4, 1, False)"],
+    for line, launch, us in zip(lines[1:3], ["(128, 256, 128, 8, 8, 4, False)", "(32, 64, 32, 2, 4, 1, False)"],
                                 ["20.0", "10.0"]):
         # the kernel's float32 values cast by torch: torch's bytes but where the sum's order moves one a step
         match = re.fullmatch(rf"{re.escape(launch)}: {us} us, \d+ TFLOP/s, ([\d.]+) of a's bytes equal torch's, "
                              r"up to (\d) steps apart", line)
         assert match and float(match[1]) > 0.99 and int(match[2]) <= 1, line
-    assert lines[3] == ("256x64->128: replaced 50.0 us; script (128, 256, 128, 8, 8, 3, True) 20.0 us, best (32, 64, "
+    assert lines[3] == ("256x64->128: replaced 50.0 us; script (128, 256, 128, 8, 8, 4, False) 20.0 us, best (32, 64, "
                         "32, 2, 4, 1, False) 10.0 us (2 configurations ran); new path (a's scale from every 16th row, "
                         "then the script's) 30.0 us, -20.0 us a call")
     assert len(lines) == 4
