@@ -785,8 +785,9 @@ def _(w, w_s):
 @torch.library.custom_op("nanogpt::fp8_head_ce", mutates_args=())
 def fp8_head_ce(x: Tensor, w: Tensor, w_f8: Tensor, w_f8_t: Tensor, targets: Tensor, x_s: float, w_s: float,
                 grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Summed cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim, given cast:
-    head_weight_casts of w) and its gradients for x and w. CUDA, or Triton's interpreter on CPU tensors."""
+    """Summed cross entropy of the FP8 head's softcapped logits (x: tokens x dim, w: vocabulary x dim, whose e4m3
+    layouts w_f8 and w_f8_t come made by head_weight_casts; w is here for its gradient) and its gradients for x and
+    w. CUDA, or Triton's interpreter on CPU tensors."""
     x_f8, x_f8_t = float8_both_ways(x, x_s)
     logits = scaled_mm(x_f8, w_f8.T, x_s, w_s, torch.bfloat16, fast_accum=True)
     grad_f8 = torch.empty_like(logits, dtype=torch.float8_e5m2)
