@@ -33,6 +33,11 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
+def float8_steps(ours: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
+    """How many float8 steps apart each pair of same-signed entries is (their bytes' difference)."""
+    return (ours.view(torch.uint8).int() - theirs.view(torch.uint8).int()).abs()
+
+
 def check(name: str, error: float, tolerance: float) -> bool:
     ok = error < tolerance
     print(f"{'ok ' if ok else 'BAD'} {name}: relative error {error:.2e} (tolerance {tolerance:.0e})")
@@ -169,9 +174,8 @@ def relu_square_up_checks() -> list[bool]:
     x_scale, w_scale = torch.tensor(0.5, device="cuda"), torch.tensor(2.0 ** -4, device="cuda")
     h = tg.scaled_mm(x_f8, w_f8.T, x_scale, w_scale, torch.float32, fast_accum=True)
     a_scale = torch.relu(h).square().amax() / 4 / 448
-    ours = tg.relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale).view(torch.uint8).int()
-    theirs = tg.relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale).view(torch.uint8).int()
-    steps = (ours - theirs).abs()
+    steps = float8_steps(tg.relu_square_up_triton(x_f8, w_f8, x_scale, w_scale, a_scale),
+                         tg.relu_square_up_torch(x_f8, w_f8, x_scale, w_scale, a_scale))
     nan = tg.relu_square_up_triton(x_f8, w_f8, torch.tensor(float("nan"), device="cuda"), w_scale, a_scale)
     return [check("up projection's epilogue GEMM: a's bytes unequal to torch's cast", (steps > 0).float().mean().item(),
                   1e-3),
@@ -208,7 +212,7 @@ def fp8_qkv_checks() -> list[bool]:
     grad_f8, grad_scale = tg.attention_inputs_backward_triton(grads, qkv.detach(), cos, sin, lambdas, ve,
                                                               rowwise_fp8=True)[3]
     expected_f8, expected_scale = tg.rowwise_float8(grad_qkv.flatten(-2).flatten(0, 1))
-    steps = (grad_f8.view(torch.uint8).int() - expected_f8.view(torch.uint8).int()).abs()
+    steps = float8_steps(grad_f8, expected_f8)
     wt_f8, wt_s = tg.rowwise_float8(w.detach().T.contiguous())
     grad_x_emulated = tg.rowwise_scaled_mm(grad_f8.cpu(), grad_scale.cpu(), wt_f8.cpu(), wt_s.cpu())
     grad_x_exact = qkv.grad.flatten(-2).flatten(0, 1).double() @ w.detach().double()
