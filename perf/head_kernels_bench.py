@@ -1,6 +1,6 @@
 """Launch configurations of track 1's head kernels at the proxy step's shapes (run on a GPU): softcap_ce_kernel by
-block and warps, transpose_kernel (the float8 gradient's copy for grad_w) and float8_both_ways_kernel (x and w) by
-block and warps. Each configuration's output is compared with the script's own launch: the transposes byte for byte,
+block and warps, transpose_kernel (the float8 gradient's copy for grad_w, and the QKV projection's e4m3 gradient's
+copy for its weight gradient, fp8_qkv_weight_grad) and float8_both_ways_kernel (x and w) by block and warps. Each configuration's output is compared with the script's own launch: the transposes byte for byte,
 the loss kernel by its largest loss difference and the share of equal float8 gradient bytes (its row sum's order
 depends on the block).
 
@@ -47,9 +47,12 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
     gen = torch.Generator(device).manual_seed(1)
     rows, vocab, dim = (200, 300, 96) if tiny else (49152, 50304, 768)
     grad = (torch.randn(rows, vocab, device=device, generator=gen) * 100).to(torch.float8_e5m2)
+    qkv_grad = (torch.randn(rows, 3 * dim, device=device, generator=gen) * 100).to(torch.float8_e4m3fn)
     x = (torch.randn(rows, dim, device=device, generator=gen) * 3).bfloat16()
     w = torch.randn(vocab, dim, device=device, generator=gen) * 0.3
     cases = [("transpose_kernel, the float8 gradient", lambda launch: (tg.transposed(grad, launch),),
+              tg.TRANSPOSE_LAUNCH),
+             ("transpose_kernel, the QKV gradient", lambda launch: (tg.transposed(qkv_grad, launch),),
               tg.TRANSPOSE_LAUNCH),
              ("float8_both_ways_kernel, x (bf16)", lambda launch: tg.float8_both_ways(x, dim ** 0.5 / 448, launch),
               tg.FLOAT8_BOTH_WAYS_LAUNCH),
