@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
-CE_LAUNCHES = [(4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (2048, 8), (4096, 16)]  # BLOCK, warps
+CE_LAUNCHES = [(8192, 16), (4096, 8), (2048, 4), (4096, 4), (8192, 8), (2048, 8), (4096, 16)]  # BLOCK, warps
 # the transposes' BLOCK, warps
 SQUARE_LAUNCHES = [(64, 4), (64, 8), (128, 4), (128, 8), (32, 4), (128, 16), (256, 8), (256, 16)]
 

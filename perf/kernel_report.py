@@ -2,9 +2,10 @@
 their speed: registers and spills per thread (ptxas), shared memory, the widest global loads and stores, how
 often each bf16 input element is converted (twice means Triton computes the block once per layout), the
 special-function ops (exp2, log2, reciprocal, approximate division, rsqrt, tanh, sqrt approximate or correctly rounded:
-a quarter of the FP32 rate), and for each loop of the machine code (nvdisasm) the cycles a warp's iteration needs
-from its scheduler (one instruction a clock) and from the special-function unit (MUFU: 16 lanes a clock an SM, so 8
-clocks a warp instruction): the larger bounds the loop when memory does not.
+a quarter of the FP32 rate), the load and store instructions with an L2 eviction policy, and for each loop of the
+machine code (nvdisasm) the cycles a warp's iteration needs from its scheduler (one instruction a clock) and from the
+special-function unit (MUFU: 16 lanes a clock an SM, so 8 clocks a warp instruction): the larger bounds the loop when
+memory does not.
 
 python perf/kernel_report.py [path/to/train_gpt.py | path/to/train_gpt_medium.py] [--launch=...]  ->  one line per
 kernel and launch configuration (track 1 by default; a copy must keep its script's name). The configurations mirror
@@ -68,7 +69,7 @@ RELU_SQUARE_UP = [(dict(K=768, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8,
 CONFIGS = {
     "train_gpt.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8)],
-        "softcap_ce_kernel": [(dict(BLOCK=4096, ON_GPU=True), 8)],
+        "softcap_ce_kernel": [(dict(BLOCK=8192, ON_GPU=True), 16)],
         "transpose_kernel": [(dict(BLOCK=128), 8)],
         "relu_square_grads_kernel": [(dict(BLOCK_ROWS=32, BLOCK_COLS=128, STORE_GRAD_H_T=True), 4)],  # one pass
         "float8_both_ways_kernel": FLOAT8_BOTH_WAYS,
@@ -119,11 +120,18 @@ def ptxas_usage(ptx: str) -> tuple[int, int]:
 
 def widest(ptx: str, op: str) -> int:
     """Bytes of the widest global load (ld, or cp.async into shared memory) or store (st) in the PTX."""
-    sizes = [int(vec or 1) * int(bits) // 8 for vec, bits in re.findall(rf"{op}\.global(?:\.\w+)*?(?:\.v(\d))?\.b(\d+)",
-                                                                        ptx)]
+    pattern = rf"{op}\.global(?:\.[\w:]+)*?(?:\.v(\d))?\.b(\d+)"  # qualifiers include L2 hints' L1::evict_first
+    sizes = [int(vec or 1) * int(bits) // 8 for vec, bits in re.findall(pattern, ptx)]
     if op == "ld":
         sizes += [int(size, 0) for size in re.findall(r"cp\.async[\w.]*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(\w+)", ptx)]
     return max(sizes, default=0)
+
+
+def l2_hints(ptx: str) -> str:
+    """The global load and store instructions that carry an L2 eviction policy (evict_first / evict_last), counted
+    by kind, e.g. '2 ld evict_last, 1 st evict_first'; 'none' without any."""
+    hints = re.findall(r"\b(ld|st)\.global\.L1::(evict_\w+)\.L2::cache_hint", ptx)
+    return ", ".join(f"{hints.count(kind)} {kind[0]} {kind[1]}" for kind in sorted(set(hints))) or "none"
 
 
 def disassemble(cubin: bytes) -> str:
@@ -166,7 +174,8 @@ def report(kernel_name: str, kernel, constexprs: dict, num_warps: int, num_stage
     return (f"{kernel_name} [{settings} warps={num_warps} stages={num_stages}]: {registers} registers, "
             f"{spills} B spilled, "
             f"{compiled.metadata.shared} B shared, widest load {widest(ptx, 'ld')} B / store {widest(ptx, 'st')} B, "
-            f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread; loops: "
+            f"{conversions} bf16->fp32 conversions a thread, {special} special-function ops a thread, L2 hints: "
+            f"{l2_hints(ptx)}; loops: "
             + (", ".join(f"{issue} issue / {mufu} MUFU cycles" for issue, mufu in loop_cycles(compiled.asm["cubin"]))
                or "none"))
 
