@@ -312,6 +312,20 @@ def transposed(t: Tensor, launch: tuple = TRANSPOSE_LAUNCH) -> Tensor:
     return out
 
 
+@torch.library.custom_op("nanogpt::float8_transposed", mutates_args=())
+def float8_transposed(t: Tensor) -> Tensor:
+    """t.T.contiguous() of a 2-D float8 tensor for compiled code: transposed on the GPU, torch's copy elsewhere. An op
+    opaque to torch.compile, because inductor fuses such a copy into the kernel that makes t, as one-byte stores a
+    row apart (the MLP's x and output gradient: ~58 us a call more than the same kernel without the copy on an H100,
+    perf/NOTES.md session 67)."""
+    return transposed(t) if t.is_cuda else t.T.contiguous()
+
+
+@float8_transposed.register_fake
+def _(t):
+    return t.new_empty(t.size(1), t.size(0))
+
+
 @triton.jit
 def float8_both_ways_kernel(src_ptr, out_ptr, out_t_ptr, rows, cols, inverse_scale, limit,
                             ROUND_TO_BF16: tl.constexpr, BLOCK: tl.constexpr):
@@ -589,8 +603,10 @@ class FP8MLP(torch.autograd.Function):
     the casts fuse with the neighbouring elementwise work, except the two passes over the hidden activations: the up
     projection, whose GEMM writes a's e4m3 copy from its fp32 h (fp8_relu_square_up; a's scale comes first, from a
     GEMM of the sampled rows alone), and the backward's fp8_relu_square_grads, from a's e4m3 copy (the down
-    projection's operand), which the forward keeps instead of the bf16 h (half the bytes). Activation and gradient
-    scales sample every row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again)."""
+    projection's operand), which the forward keeps instead of the bf16 h (half the bytes). The weight gradients'
+    transposed operands x and grad_y come from float8_transposed, x's made in the forward and kept. Activation and
+    gradient scales sample every row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one
+    again)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
@@ -598,23 +614,23 @@ class FP8MLP(torch.autograd.Function):
         x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
         a_scale = sampled_relu_square_scale(x_f8, fc_f8_t, x_scale, fc_scale, row_step)
         a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
-        ctx.save_for_backward(x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
+        x_f8_t = float8_transposed(x_f8)  # made here and kept: the backward would recompute x_f8 and copy it there
+        ctx.save_for_backward(x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
         ctx.row_step = row_step
         return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
     def backward(ctx, grad_y: Tensor) -> tuple:
-        x_f8, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
+        x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
         step = ctx.row_step
         grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
         # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens
         grad_a = scaled_mm(grad_y_f8, proj_f8_t.T, grad_y_scale, proj_scale, torch.bfloat16, fast_accum=True)
         grad_h_scale = float8_scale(relu_square_grad(a_f8[::step], a_scale, grad_a[::step]), torch.float8_e5m2, step)
         a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(a_f8, grad_a, a_scale, grad_h_scale)
-        grad_proj = scaled_mm(grad_y_f8.T.contiguous(), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
+        grad_proj = scaled_mm(float8_transposed(grad_y_f8), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
                               fast_accum=False)
-        grad_fc = scaled_mm(x_f8.T.contiguous(), grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32,
-                            fast_accum=False)
+        grad_fc = scaled_mm(x_f8_t, grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32, fast_accum=False)
         grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=True)
         return grad_x, grad_fc, grad_proj, None, None, None, None, None, None, None
 

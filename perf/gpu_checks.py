@@ -159,6 +159,9 @@ def fp8_mlp_checks() -> list[bool]:
         for name, t, largest in [("a_t", kernel[0], 448), ("grad_h", kernel[1], 57344), ("grad_h_t", kernel[2], 57344)]:
             results.append(check(f"relu-square {passes} saturates: {largest} - {name}[0, 0]",
                                  largest - t[0, 0].float().item(), 0.5))
+    for t in (a_f8, kernel[1]):  # FP8MLP's weight gradients take x and grad_y transposed by this op
+        same = torch.equal(tg.float8_transposed(t).view(torch.uint8), t.view(torch.uint8).T)
+        results.append(check(f"float8_transposed of {t.dtype}: bytes unequal to the transpose's", 1 - same, 0.5))
     exact = tg.one_pass_relu_square_is_exact(a_f8.device)
     print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
     return results + relu_square_up_checks()

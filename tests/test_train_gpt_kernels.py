@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from functorch.compile import aot_function, make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -775,6 +776,48 @@ def test_fp8_mlp_keeps_the_e4m3_a_for_the_backward_not_h():
     wide = [t for t in kept if t.shape == (x.shape[0], fc_w.shape[1])]
     assert [t.dtype for t in wide] == [torch.float8_e4m3fn]
     assert wide[0].float().max() == torch.finfo(torch.float8_e4m3fn).max  # scaled by its own largest value
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_transposed_is_the_transposes_bytes_and_an_op_compile_can_trace(dtype):
+    t = (torch.randn(48, 80, generator=torch.Generator().manual_seed(7)) * 100).to(dtype)
+    out = train_gpt.float8_transposed(t)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert torch.equal(out.view(torch.uint8), t.view(torch.uint8).T)
+    for test_util in ("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"):  # FP8_NO_COMPARE
+        assert torch.library.opcheck(train_gpt.float8_transposed, (t,), test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+def traced_fp8_mlp_graphs():
+    """FP8MLP's forward and backward graphs as AOTAutograd hands them to inductor (the weights' casts as inputs)."""
+    graphs = {}
+
+    def keep(name):
+        def compiler(graph_module, _):
+            graphs[name] = graph_module.graph
+            return make_boxed_func(graph_module.forward)
+        return compiler
+
+    x, fc_w, proj_w = fp8_mlp_leaves()
+    mlp = aot_function(lambda x, fc_w, proj_w, *casts: train_gpt.FP8MLP.apply(x, fc_w, proj_w, *casts, 16),
+                       fw_compiler=keep("forward"), bw_compiler=keep("backward"))
+    mlp(x, fc_w, proj_w, *train_gpt.mlp_weight_casts(fc_w, proj_w)).float().sum().backward()
+    return graphs
+
+
+def test_fp8_mlp_transposes_float8_tensors_only_through_the_opaque_op():
+    """The weight gradients' operands x and grad_y in e4m3 / e5m2, transposed: x's copy made in the forward and kept
+    (not x's e4m3 copy, which the backward would recompute), grad_y's in the backward, each by float8_transposed.
+    A copy of a transposed float8 view in the graph is what inductor fused into the kernel making the tensor, as
+    one-byte stores a row apart (perf/NOTES.md, session 67)."""
+    graphs = traced_fp8_mlp_graphs()
+    for name, graph in graphs.items():
+        calls = [node for node in graph.nodes if node.op == "call_function"]
+        assert [node.args[0].op for node in calls if node.target == torch.ops.nanogpt.float8_transposed.default] == \
+            ["call_function"], name
+        transposed_copies = [node for node in calls if node.target == torch.ops.aten.clone.default
+                             and node.args[0].target in (torch.ops.aten.permute.default, torch.ops.aten.t.default)]
+        assert transposed_copies == [], name
 
 
 def test_relu_h_from_the_e4m3_a_is_within_e4m3s_rounding_halved():
