@@ -1,8 +1,8 @@
 """Launch configurations of track 1's head kernels at the proxy step's shapes (run on a GPU): softcap_ce_kernel by
 block and warps, transpose_kernel (the float8 gradient's copy for grad_w, and the QKV projection's e4m3 gradient's
-copy for its weight gradient, fp8_qkv_weight_grad) and float8_both_ways_kernel (x and w) by block and warps. Each configuration's output is compared with the script's own launch: the transposes byte for byte,
-the loss kernel by its largest loss difference and the share of equal float8 gradient bytes (its row sum's order
-depends on the block).
+copy for its weight gradient, fp8_qkv_weight_grad) and float8_both_ways_kernel (x and w) by block and warps. Each
+configuration's output is compared with the script's own launch: the transposes byte for byte, the loss kernel by its
+largest loss difference and the share of equal float8 gradient bytes (its row sum's order depends on the block).
 
 python perf/head_kernels_bench.py [--tiny]  ->  one line per kernel and configuration: ms and the comparison; the
 script's own launch is marked. --tiny: small shapes on the CPU under Triton's interpreter, fp32 outputs for the loss
