@@ -2514,6 +2514,8 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
     launches = [functools.partial(float8_both_ways, x, 1.0), functools.partial(float8_both_ways, w, 1.0),
                 functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad)]
+    if args.fp8_mlp or args.fp8_qkv:  # the MLP's float8_transposed of x and fp8_qkv_weight_grad's of its gradient:
+        launches.append(functools.partial(transposed, x_f8))  # e4m3 both, one build (grad_y's e5m2 is grad's)
     if args.fp8_mlp:
         launches.append(functools.partial(one_pass_relu_square_is_exact, device))
     if args.fp8_mlp and not lacks_tma(device):
@@ -2528,10 +2530,8 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
             launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
                          functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
                                            rowwise_fp8=args.fp8_qkv)]
-        if args.fp8_qkv:  # fp8_qkv_weight_grad's copies of the e4m3 gradient and of x's e4m3 copy
-            grad_f8 = torch.zeros(rows, 3 * heads * head_dim, **e4m3)
-            launches += [functools.partial(transposed, grad_f8),
-                         functools.partial(row_scaled_transposed, x_f8, torch.zeros(rows, 1, device=device))]
+        if args.fp8_qkv:  # fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
+            launches.append(functools.partial(row_scaled_transposed, x_f8, torch.zeros(rows, 1, device=device)))
     return launches
 
 

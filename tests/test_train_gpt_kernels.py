@@ -994,6 +994,16 @@ def test_relu_square_up_op_on_the_cpu_is_the_e4m3_cast_of_the_fp32_product():
     assert a_f8.shape == (48, 80) and torch.equal(a_f8.view(torch.uint8), expected.view(torch.uint8))
 
 
+@pytest.mark.parametrize("fp8_mlp, fp8_qkv", [(True, False), (False, True), (True, True), (False, False)])
+def test_the_start_up_builds_the_e4m3_transpose_wherever_an_fp8_projection_takes_it(fp8_mlp, fp8_qkv):
+    """FP8MLP's float8_transposed of x and fp8_qkv_weight_grad's copy of its gradient are one e4m3 build, made once
+    whichever of the two runs; the e5m2 build (the head's gradient, FP8MLP's grad_y) always."""
+    args = train_gpt.Hyperparameters(model_dim=DIM, num_heads=2, head_dim=64, fp8_mlp=fp8_mlp, fp8_qkv=fp8_qkv)
+    transposes = [launch.args[0].dtype for launch in train_gpt.tiny_kernel_launches(args, torch.device("cpu"))
+                  if launch.func is train_gpt.transposed]
+    assert transposes == [torch.float8_e5m2] + [torch.float8_e4m3fn] * (fp8_mlp or fp8_qkv)
+
+
 @pytest.mark.parametrize("capability, lacks", [((8, 9), True), ((9, 0), False), ((10, 0), False)])
 def test_gpus_before_sm_90_lack_the_up_projections_tma_and_build_no_kernel_for_it(monkeypatch, capability, lacks):
     """sm_89 has FP8 tensor cores but no TMA: the op takes torch's path there, and the start-up builds no GEMM."""
