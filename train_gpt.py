@@ -79,9 +79,9 @@ class Hyperparameters:
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
-                            "scales from each tensor's maximum")
-    fp8_amax_row_step: int = setting(16, "the FP8 MLP's activation and gradient scales come from every Nth row's "
-                                     "maximum, with 2x headroom (1 = every row, no headroom)")
+                            "scales from each tensor's maximum (the RMS-normed input's: sqrt(model_dim))")
+    fp8_amax_row_step: int = setting(16, "the FP8 MLP's hidden activation and gradient scales come from every Nth "
+                                     "row's maximum, with 2x headroom (1 = every row, no headroom)")
     fp8_qkv: bool = setting(True, "the attention's QKV projection on the FP8 tensor cores in training (e4m3, a scale "
                             "per token and per output feature): its forward, input gradient and weight gradient")
     no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
@@ -596,22 +596,26 @@ def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, ...]:
 
 
 class FP8MLP(torch.autograd.Function):
-    """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim; fc_w, proj_w: dim x hidden) on the FP8 tensor cores with scales
-    taken from the tensors themselves: e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records
-    quantise the up projection's forward only). The weights come cast (mlp_weight_casts of fc_w and proj_w as they
-    are); fc_w and proj_w are here for their gradients. Plain autograd traced by torch.compile, so the scaling and
-    the casts fuse with the neighbouring elementwise work, except the two passes over the hidden activations: the up
-    projection, whose GEMM writes a's e4m3 copy from its fp32 h (fp8_relu_square_up; a's scale comes first, from a
-    GEMM of the sampled rows alone), and the backward's fp8_relu_square_grads, from a's e4m3 copy (the down
-    projection's operand), which the forward keeps instead of the bf16 h (half the bytes). The weight gradients'
-    transposed operands x and grad_y come from float8_transposed, x's made in the forward and kept. Activation and
-    gradient scales sample every row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one
-    again)."""
+    """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim, RMS-normed; fc_w, proj_w: dim x hidden) on the FP8 tensor cores:
+    e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records quantise the up projection's forward
+    only). x's scale is fixed at sqrt(dim) / 448, as the head's: no entry of an RMS-normed row exceeds sqrt(dim) (but
+    by bf16's rounding, which to_float8's clamp takes), so the cast needs no maximum first and can fuse into the
+    norm's kernel (x's sampled maximum took three kernels and the cast a second pass over x, ~56 us a layer on an
+    H100: perf/NOTES.md session 67); the other scales come from the tensors themselves. The weights come cast
+    (mlp_weight_casts of fc_w and proj_w as they are); fc_w and proj_w are here for their gradients. Plain autograd
+    traced by torch.compile, so the scaling and the casts fuse with the neighbouring elementwise work, except the two
+    passes over the hidden activations: the up projection, whose GEMM writes a's e4m3 copy from its fp32 h
+    (fp8_relu_square_up; a's scale comes first, from a GEMM of the sampled rows alone), and the backward's
+    fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps instead of the
+    bf16 h (half the bytes). The weight gradients' transposed operands x and grad_y come from float8_transposed, x's
+    made in the forward and kept. a's and the gradients' scales sample every row_step-th row (float8_scale; at
+    row_step 1 the sampled GEMM is the whole one again)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
                 proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
-        x_f8, x_scale = to_float8_scaled(x, torch.float8_e4m3fn, row_step)
+        x_scale = x.new_full((), x.size(-1) ** 0.5 / 448, dtype=torch.float32)  # x is RMS-normed: |x| <= sqrt(dim)
+        x_f8 = to_float8(x, x_scale, torch.float8_e4m3fn)
         a_scale = sampled_relu_square_scale(x_f8, fc_f8_t, x_scale, fc_scale, row_step)
         a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
         x_f8_t = float8_transposed(x_f8)  # made here and kept: the backward would recompute x_f8 and copy it there

@@ -710,10 +710,11 @@ def fp8_mlp_leaves():
 
 
 def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
-    """FP8MLP's output and gradients step by step on the float8 grids of amax scales, relu(h) in the backward from a's
-    e4m3 copy (sqrt(a)): y, grad_x, grad_fc, grad_proj."""
+    """FP8MLP's output and gradients step by step on the float8 grids of their scales (the RMS-normed x's fixed at
+    sqrt(dim) / 448, the others amax scales), relu(h) in the backward from a's e4m3 copy (sqrt(a)): y, grad_x,
+    grad_fc, grad_proj."""
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
-    x_q, fc_q = through_e4m3(x, amax_scale(x, e4m3, row_step)), through_e4m3(fc_w, amax_scale(fc_w, e4m3))
+    x_q, fc_q = through_e4m3(x, x.size(-1) ** 0.5 / 448), through_e4m3(fc_w, amax_scale(fc_w, e4m3))
     proj_q = through_e4m3(proj_w, amax_scale(proj_w, e4m3))
     a = F.relu(x_q @ fc_q).square()  # h in fp32: the up projection's epilogue never rounds it to bf16
     a_q = through_e4m3(a, amax_scale(a, e4m3, row_step))
