@@ -841,6 +841,73 @@ fp8_head_ce.register_autograd(_fp8_head_ce_grad, setup_context=_fp8_head_ce_setu
 
 
 # ----------------------------------------------------------------------------------------------
+# Embedding tables' gradients: summed in fp32 over a step's micro-steps by atomic adds of the looked-up rows'
+# gradients, instead of a table-sized fp32 gradient zeroed, scattered into and cast to bf16 each micro-step and then
+# added to the bf16 .grad (~190 us a table a micro-step on an H100, perf/NOTES.md session 67)
+
+
+@triton.jit
+def add_rows_kernel(sums_ptr, ids_ptr, rows_ptr, tokens, dim, BLOCK_TOKENS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """sums[ids[t]] += rows[t] (fp32 atomic adds) for a block of tokens and columns."""
+    t = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
+    c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    mask = (t < tokens)[:, None] & (c < dim)[None, :]
+    ids = tl.load(ids_ptr + t, mask=t < tokens, other=0).to(tl.int64)
+    rows = tl.load(rows_ptr + t.to(tl.int64)[:, None] * dim + c[None, :], mask=mask, other=0.0)
+    tl.atomic_add(sums_ptr + ids[:, None] * dim + c[None, :], rows.to(tl.float32), mask=mask, sem="relaxed")
+
+
+ADD_ROWS_LAUNCH = (32, 256, 4)  # BLOCK_TOKENS, BLOCK_COLS, num_warps (not yet timed)
+
+
+def add_rows_triton(sums: Tensor, ids: Tensor, rows: Tensor, launch: tuple = ADD_ROWS_LAUNCH):
+    """add_rows_ by the kernel: ids (tokens), rows (tokens x dim, contiguous), sums (vocabulary x dim, fp32)."""
+    tokens, dim = ids.numel(), sums.size(1)
+    block_tokens, block_cols, num_warps = launch
+    add_rows_kernel[(triton.cdiv(tokens, block_tokens), triton.cdiv(dim, block_cols))](
+        sums, ids, rows, tokens, dim, BLOCK_TOKENS=block_tokens, BLOCK_COLS=block_cols, num_warps=num_warps)
+
+
+@torch.library.custom_op("nanogpt::add_rows_", mutates_args=("sums",))
+def add_rows_(sums: Tensor, ids: Tensor, rows: Tensor) -> None:
+    """sums[ids[t]] += rows[t] for each token t (ids: token ids of any shape; rows: their rows, ... x dim, any float
+    dtype; sums: vocabulary x dim, fp32): the kernel on the GPU, index_add_ elsewhere."""
+    ids, rows = ids.flatten(), rows.reshape(-1, sums.size(1))
+    if sums.is_cuda:
+        add_rows_triton(sums, ids, rows.contiguous())
+    else:
+        sums.index_add_(0, ids.long(), rows.float())
+
+
+@add_rows_.register_fake
+def _(sums, ids, rows):
+    return None
+
+
+class SummedLookup(torch.autograd.Function):
+    """table[ids], whose gradient add_rows_ adds into sums (fp32, the table's shape) instead of giving it to the table:
+    a step's micro-steps add into the same sums, and GPT.take_table_grads makes the tables' .grad from them once a
+    step. The sums are not saved for the backward but held by ctx, as the backward mutates them (a saved tensor
+    mutated in the backward can make an invalid compiled graph: pytorch/pytorch#172956)."""
+
+    @staticmethod
+    def forward(ctx, ids: Tensor, table: Tensor, sums: Tensor) -> Tensor:
+        ctx.save_for_backward(ids)
+        ctx.sums = sums
+        return F.embedding(ids, table)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        ids, = ctx.saved_tensors
+        add_rows_(ctx.sums, ids, grad)
+        return None, None, None
+
+
+def summed_lookup(ids: Tensor, table: Tensor, sums: Tensor) -> Tensor:
+    return SummedLookup.apply(ids, table, sums)
+
+
+# ----------------------------------------------------------------------------------------------
 # Attention inputs: q and k RMS-normed and rotated, v mixed with the value embedding, one Triton kernel each way;
 # the backward writes the whole qkv gradient (inductor's two kernels for this moved ~2 TB/s, half a copy's rate)
 
@@ -1286,8 +1353,8 @@ def fp8_attention_inputs(x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas
 
 
 def trace_autograd_functions_as_one_call():
-    """Before torch.compile: fp8_mlp and fp8_attention_inputs become one call each in dynamo's graph, and AOTAutograd
-    traces FP8MLP and FP8AttentionInputs into the compiled graphs as before (the same ops). Dynamo traced an
+    """Before torch.compile: fp8_mlp, fp8_attention_inputs and summed_lookup become one call each in dynamo's graph,
+    and AOTAutograd traces their autograd.Functions into the compiled graphs as before (the same ops). Dynamo traced an
     autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
     (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
     skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
@@ -1295,7 +1362,8 @@ def trace_autograd_functions_as_one_call():
     FP8AttentionInputs misses instead of reusing old graphs."""
     for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad,
                                        sampled_relu_square_scale)),
-                            (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8))]:
+                            (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8)),
+                            (summed_lookup, (SummedLookup,))]:
         torch._dynamo.allow_in_graph(function)
         source = "".join(inspect.getsource(part) for part in (function, *parts))
         name = f"{function.__module__}.{function.__name__}"
@@ -1824,6 +1892,8 @@ class GPT(nn.Module):
         # bf16 tables (and so bf16 Adam moments), as in the record
         self.embed = nn.Embedding(vocab, dim, dtype=torch.bfloat16)
         self.value_embeds = nn.ModuleList(nn.Embedding(vocab, dim, dtype=torch.bfloat16) for _ in range(3))
+        # the tables' gradients summed over a step's micro-steps (SummedLookup); not part of the model's state
+        self.register_buffer("table_grad_sums", torch.zeros(4, vocab, dim), persistent=False)
         self.value_embed_layout = value_embed_layout(layers)
         rotary = Rotary(args.head_dim, max_len)  # ~134 MB of cos/sin at the default lengths: built once
         self.blocks = nn.ModuleList(Block(args, i != args.no_attention_layer, rotary) for i in range(layers))
@@ -1859,10 +1929,26 @@ class GPT(nn.Module):
         share = (smear_lambda * gate).type_as(embedded)[:, None]
         return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
 
+    def tables(self) -> list[nn.Embedding]:
+        return [self.embed, *self.value_embeds]
+
     def embedded(self, inputs: Tensor) -> tuple[Tensor, list[Tensor]]:
-        """The stream's start x0 (token embeddings, smeared, then normed) and the value embeddings of the tokens."""
-        value_embeds = [embed(inputs)[None] for embed in self.value_embeds]
-        return rms_norm(self.smeared(self.embed(inputs))[None]), value_embeds
+        """The stream's start x0 (token embeddings, smeared, then normed) and the value embeddings of the tokens. In
+        training the tables' gradients go to table_grad_sums (summed_lookup): take_table_grads gives them to the
+        tables."""
+        if self.training:
+            rows = [summed_lookup(inputs, t.weight, sums) for t, sums in zip(self.tables(), self.table_grad_sums)]
+        else:
+            rows = [table(inputs) for table in self.tables()]
+        return rms_norm(self.smeared(rows[0])[None]), [r[None] for r in rows[1:]]
+
+    @torch.no_grad()
+    def take_table_grads(self):
+        """Each embedding table's .grad from its gradient summed in fp32 over the micro-steps since the last call,
+        rounded to the table's bf16 once; the sums zeroed for the next step."""
+        for table, sums in zip(self.tables(), self.table_grad_sums):
+            table.weight.grad = sums.to(table.weight.dtype)
+            sums.zero_()
 
     @torch.no_grad()
     def head_weight_casts(self) -> tuple[Tensor, Tensor] | None:
@@ -2516,8 +2602,11 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     logits = torch.zeros(rows, vocab, **bf16)
     grad = torch.zeros(rows, vocab, device=device, dtype=torch.float8_e5m2)
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
+    inputs = torch.zeros(rows, device=device, dtype=torch.int32)  # as train_batches' window[:-1]
+    table_sums = torch.zeros(vocab, dim, device=device)  # an embedding table's gradient sums, its bf16 rows' gradient
     launches = [functools.partial(float8_both_ways, x, 1.0), functools.partial(float8_both_ways, w, 1.0),
-                functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad)]
+                functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad),
+                functools.partial(add_rows_triton, table_sums, inputs, x)]
     if args.fp8_mlp or args.fp8_qkv:  # the MLP's float8_transposed of x and fp8_qkv_weight_grad's of its gradient:
         launches.append(functools.partial(transposed, x_f8))  # e4m3 both, one build (grad_y's e5m2 is grad's)
     if args.fp8_mlp:
@@ -2876,6 +2965,7 @@ def train_step(model, optimizers, batches, step: int, args, windows: dict, weigh
         loss = model(inputs, targets, window, casts)
         (loss / args.grad_accum_steps).backward()
         total += loss.detach()
+    model.take_table_grads()
     set_schedules(optimizers, step, args)
     for opt in optimizers:
         opt.step()

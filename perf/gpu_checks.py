@@ -78,6 +78,7 @@ def main(argv: list[str]) -> int:
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
     results += float8_both_ways_checks()
+    results += add_rows_checks()
     results += fp8_mlp_checks()
     results += fp8_qkv_checks()
     results += attention_inputs_checks(tg, "track 1", 49152, 6)
@@ -307,6 +308,21 @@ def fused_head_ce_checks() -> list[bool]:
         print(f"time softcap_ce_kernel, 49152 x 50304 bf16 logits, "
               f"{'tanh.approx, ex2.approx.ftz' if fast else 'exact sigmoid, exp2'}: {ms:.2f} ms")
     return results + [same > 0.98, transposed, saturates]
+
+
+def add_rows_checks() -> list[bool]:
+    """The embedding tables' gradient sums (add_rows_triton): a micro-step's 49,152 bf16 rows added by token id into
+    fp32 sums that already hold a micro-step's, against index_add_; and its time."""
+    gen = torch.Generator("cuda").manual_seed(14)
+    ids = torch.randint(0, 50304, (49152,), device="cuda", generator=gen, dtype=torch.int32)
+    rows = torch.randn(49152, 768, device="cuda", generator=gen).bfloat16()
+    sums = torch.randn(50304, 768, device="cuda", generator=gen)
+    expected = sums.clone().index_add_(0, ids.long(), rows.float())
+    tg.add_rows_triton(sums, ids, rows)
+    result = check("add_rows_triton vs index_add_", relative_error(sums, expected), 1e-6)
+    us = do_bench(lambda: tg.add_rows_triton(sums, ids, rows)) * 1000  # the sums grow: checked above
+    print(f"time add_rows_triton of a micro-step's rows: {us:.1f} us")
+    return [result]
 
 
 def float8_both_ways_checks() -> list[bool]:

@@ -49,7 +49,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "diagonal": "fp32", "grad_f8_ptr": "*fp8e4nv", "grad_scale_ptr": "*fp32", "a_ptr": "*fp8e4nv",
              "grad_a_ptr": "*bf16", "a_scale_ptr": "*fp32", "a_t_ptr": "*fp8e4nv", "grad_h_ptr": "*fp8e5",
              "grad_h_t_ptr": "*fp8e5", "inverse_scale": "fp32", "limit": "fp32", "multipliers_ptr": "*fp32",
-             "out_t_ptr": "*fp8e4nv"}
+             "out_t_ptr": "*fp8e4nv", "sums_ptr": "*fp32", "ids_ptr": "*i32", "rows_ptr": "*bf16"}
 FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
 # the FP8 head's x (bf16) and weight (fp32) to e4m3 both ways; fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
 FLOAT8_BOTH_WAYS = [(dict(ROUND_TO_BF16=src == "*bf16", BLOCK=64), 4, {"src_ptr": src, "out_ptr": "*fp8e4nv"})
@@ -77,6 +77,7 @@ CONFIGS = {
         "relu_square_up_kernel": RELU_SQUARE_UP,
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": TOKENS_BACKWARD,
+        "add_rows_kernel": [(dict(BLOCK_TOKENS=32, BLOCK_COLS=256), 4)],
     },
     "train_gpt_medium.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8, FP16_SYM_MATMUL)],
@@ -119,9 +120,13 @@ def ptxas_usage(ptx: str) -> tuple[int, int]:
 
 
 def widest(ptx: str, op: str) -> int:
-    """Bytes of the widest global load (ld, or cp.async into shared memory) or store (st) in the PTX."""
+    """Bytes of the widest global load (ld, or cp.async into shared memory) or store (st, or an atomic add) in the
+    PTX."""
     pattern = rf"{op}\.global(?:\.[\w:]+)*?(?:\.v(\d))?\.b(\d+)"  # qualifiers include L2 hints' L1::evict_first
     sizes = [int(vec or 1) * int(bits) // 8 for vec, bits in re.findall(pattern, ptx)]
+    if op == "st":
+        sizes += [int(vec or 1) * int(bits) // 8
+                  for vec, bits in re.findall(r"(?:atom|red)\.global[\w.]*?\.add(?:\.v(\d))?\.f(\d+)", ptx)]
     if op == "ld":
         sizes += [int(size, 0) for size in re.findall(r"cp\.async[\w.]*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(\w+)", ptx)]
     return max(sizes, default=0)

@@ -239,6 +239,7 @@ def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_for
     for given in (None, casts):
         loss = model(tokens[:-1].int(), tokens[1:].int(), window, given)
         loss.backward()
+        model.take_table_grads()
         results.append((loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}))
         model.zero_grad(set_to_none=True)
     assert torch.equal(results[0][0], results[1][0])
@@ -261,6 +262,7 @@ def test_tiny_forward_and_backward_are_finite_and_reach_every_parameter():
     loss = model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
     assert torch.isfinite(loss) and loss.item() != pytest.approx(256 * math.log(50304), rel=1e-4)
     loss.backward()
+    model.take_table_grads()  # the embedding tables' gradients, summed by the lookups
     for name, p in model.named_parameters():
         assert p.grad is not None, name
         assert torch.isfinite(p.grad).all(), name
@@ -394,7 +396,7 @@ def test_attention_layers_share_one_rotary_table():
     with torch.device("meta"):
         model = train_gpt.GPT(args)
     tables = {id(block.attn.rotary) for block in model.blocks if block.attn is not None}
-    assert len(tables) == 1 and len(list(model.buffers())) == 2
+    assert len(tables) == 1 and len(list(model.blocks.buffers())) == 2
     assert model.blocks[0].attn.rotary.cos.shape == (256, 16)
 
 
@@ -514,3 +516,29 @@ def test_backout_subtracts_lambda_times_the_stream_after_backout_layer_blocks_be
     lam = model.scalars[model.backout_at]
     assert lam.item() == pytest.approx(0.3)
     assert torch.equal(head_input, outputs[11] - lam * outputs[7])
+
+
+def test_the_tables_gradients_are_summed_in_fp32_over_micro_steps_and_handed_over_once(monkeypatch):
+    """In training the lookups add each micro-step's gradient into table_grad_sums (fp32), not into the tables' bf16
+    .grad; take_table_grads gives each table the bf16 rounding of the whole sum and zeroes the sums. The sums are the
+    plain lookups' gradients (each micro-step's rounded to bf16 by autograd, then added in fp32) within bf16's
+    rounding."""
+    model = tiny_model_past_init()
+    batches = [random_tokens(seed, 257, [50, 120]) for seed in (20, 21, 22)]
+    window = torch.tensor(2, dtype=torch.int32)
+    for tokens in batches:
+        model(tokens[:-1].int(), tokens[1:].int(), window).backward()
+        assert all(table.weight.grad is None for table in model.tables())
+    sums = model.table_grad_sums.clone()
+    model.take_table_grads()
+    assert torch.equal(model.table_grad_sums, torch.zeros_like(model.table_grad_sums))
+    for table, table_sums in zip(model.tables(), sums):
+        assert torch.equal(table.weight.grad, table_sums.bfloat16())
+    monkeypatch.setattr(train_gpt, "summed_lookup", lambda ids, table, sums: F.embedding(ids, table))
+    plain = torch.zeros_like(sums)
+    for tokens in batches:
+        model.zero_grad(set_to_none=True)
+        model(tokens[:-1].int(), tokens[1:].int(), window).backward()
+        plain += torch.stack([table.weight.grad.float() for table in model.tables()])
+    assert all(t.abs().sum() > 0 for t in plain)  # every table's gradient reaches the sums, the value tables' too
+    assert torch.allclose(sums, plain, rtol=2 ** -6, atol=2 ** -6 * plain.abs().max().item())

@@ -89,6 +89,8 @@ if function_name == "fp8_mlp":  # the weights' casts, made outside them (once a 
     extra = (*script.mlp_weight_casts(*inputs[1:]), *extra)
 if function_name == "fp8_attention_inputs":
     extra = (*extra, *script.qkv_weight_casts(inputs[1]))
+if function_name == "summed_lookup":  # token ids, the table, its gradient sums (which the backward adds into)
+    inputs = [torch.randint(0, shapes[0][0], shapes[1]), inputs[0], torch.zeros(*shapes[0])]
 
 def loss(*inputs):
     outputs = function(*inputs, *extra)
@@ -96,6 +98,9 @@ def loss(*inputs):
 
 
 torch.compile(loss, dynamic=False)(*inputs).backward()
+if function_name == "summed_lookup":  # the compiled backward's adds reached the sums: twice each looked-up row
+    rows = 2 * script.F.embedding(*inputs[:2]).float()
+    assert torch.equal(inputs[2], torch.zeros_like(inputs[2]).index_add_(0, inputs[0].flatten(), rows.flatten(0, 1)))
 print(script.compile_cache_lookups())
 """
 
@@ -104,13 +109,14 @@ print(script.compile_cache_lookups())
     ("train_gpt", "fp8_mlp", "[(32, 64), (64, 48), (64, 48)]", "(1,)", "float32"),  # track 1's amax row step
     ("train_gpt", "fp8_attention_inputs", "[(1, 16, 64), (96, 64), (16, 8), (16, 8), (2,)]", "(None, 16)",
      "bfloat16"),  # x, w, the rotary tables, lambdas; no value embedding, head_dim 16
-    ("train_gpt_medium", "normed_relu_square_mlp", "[(32, 64), (48, 64), (64, 48)]", "()", "float32")])
+    ("train_gpt_medium", "normed_relu_square_mlp", "[(32, 64), (48, 64), (64, 48)]", "()", "float32"),
+    ("train_gpt", "summed_lookup", "[(50, 16), (2, 32)]", "()", "bfloat16")])  # a table and the ids' shape
 def test_each_autograd_function_is_one_call_for_dynamo_and_its_graphs_are_served_by_aotautograds_cache(
         tmp_path, script, function_name, shapes, extra, x_dtype):
-    """Each track's autograd.Functions (the MLPs, track 1's FP8 QKV projection) are one call each in dynamo's graph,
-    and AOTAutograd's cache keeps the graphs that call them, keyed by the source of what they run: a second process
-    loads the traced forward and backward instead of tracing them again (a faster warm start), and one whose source
-    differs misses."""
+    """Each track's autograd.Functions (the MLPs, track 1's FP8 QKV projection and table lookups) are one call each
+    in dynamo's graph, and AOTAutograd's cache keeps the graphs that call them, keyed by the source of what they run:
+    a second process loads the traced forward and backward instead of tracing them again (a faster warm start), and
+    one whose source differs misses. The lookups' compiled backward adds into the sums it was given."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     runs = [subprocess.run([sys.executable, "-c", AUTOGRAD_FUNCTION_COMPILE, script, function_name, shapes, extra,
                             x_dtype, version], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -586,6 +592,9 @@ class OutOfMemoryModel(torch.nn.Module):
         if self.in_forward:
             raise torch.OutOfMemoryError(TORCH_OOM)
         return torch.zeros((), requires_grad=True)
+
+    def take_table_grads(self):
+        """GPT's hand-over of its embedding tables' summed gradients: this model has no tables."""
 
 
 class OutOfMemoryOptimizer:
