@@ -1,0 +1,3 @@
+# Session 68, call 5 (the H100 of calls 1-4, warm): the kernel census of main with both of the session's changes
+# (perf/base/mlpemb.py = train_gpt.py at e87c855), full batch, steps 9-10 profiled
+nvidia-smi --query-gpu=name --format=csv,noheader; source perf/proxy_common.sh; unpack_proxy_data; cp perf/base/mlpemb.py train_gpt.py; timeout 220 python perf/kernel_census.py short "${PROXY_DATA[@]}" --num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 --warmup_steps=10 --profile_steps=2 --logs_dir=$OUT/logs --run_id=mlpemb > $OUT/census.txt 2>&1; echo rc $?; tail -40 $OUT/census.txt | cut -c1-200
