@@ -1,22 +1,36 @@
-"""perf/embedding_bench.py on small shapes on the CPU (--tiny): both ways of the four tables' backward are timed and
-checked against the fp32 sums (the GPU numbers come from the device)."""
+"""perf/embedding_bench.py on small shapes on the CPU (--tiny, add_rows_kernel under Triton's interpreter): every way
+of the four tables' backward is timed and checked against the fp32 sums, every add_rows_kernel launch among them, and
+the hand-over is timed (the GPU numbers come from the device). Run in this process, so that the interpreter fixture's
+patch applies."""
 
 import re
 import sys
 
 
-def test_tiny_run_times_both_backwards_and_the_compiled_one_sums_in_fp32(repo_root, capsys):
+def test_tiny_run_times_every_backward_and_the_fp32_ways_sum_within_one_rounding(repo_root, require_interpreted,
+                                                                                capsys):
     sys.path.insert(0, str(repo_root / "perf"))
     import embedding_bench
+    tg = embedding_bench.load_script(embedding_bench.ROOT / "train_gpt.py")
+    require_interpreted(tg.add_rows_kernel)
     assert embedding_bench.main(["--tiny"]) == 0
-    header, *lines = capsys.readouterr().out.splitlines()
+    header, *lines, hand_over = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"512 ids, \d+ distinct, the most frequent \d+ times", header), header
-    errors = {}
+    assert re.fullmatch(r"hand-over \(GPT.take_table_grads\) of 4 tables' sums: [\d.]+ ms a step", hand_over), hand_over
+    errors, launches = {}, []
     for line in lines:
-        match = re.fullmatch(r"(eager|compiled) \(.+\): [\d.]+ ms for 4 tables, largest gradient error ([\d.e+-]+) of "
-                             r"the largest entry", line)
+        match = re.fullmatch(r"(eager|compiled|add_rows_kernel)( \(.+\)| BLOCK_TOKENS=(\d+) BLOCK_COLS=(\d+) "
+                             r"warps=(\d+)( \(the script's\))?): [\d.]+ ms for 4 tables, largest gradient error "
+                             r"([\d.e+-]+) of the largest entry", line)
         assert match, line
-        errors[match[1]] = float(match[2])
-    assert set(errors) == {"eager", "compiled"}
-    # inductor sums each entry in fp32, then rounds once to bf16; the CPU's eager backward sums in bf16, a looser bound
-    assert 0 < errors["compiled"] <= 2 ** -8 and errors["eager"] < 0.05
+        errors.setdefault(match[1], []).append(float(match[7]))
+        if match[3]:
+            launches.append(((int(match[3]), int(match[4]), int(match[5])), bool(match[6])))
+    assert set(errors) == {"eager", "compiled", "add_rows_kernel"}
+    assert [launch for launch, _ in launches] == embedding_bench.ADD_ROWS_LAUNCHES
+    assert [marked for _, marked in launches] == [launch == tg.ADD_ROWS_LAUNCH for launch, _ in launches]
+    assert launches[0] == (tg.ADD_ROWS_LAUNCH, True)
+    # inductor sums each entry in fp32, then rounds once to bf16; the CPU's eager backward sums in bf16, a looser
+    # bound; add_rows_kernel's sums stay fp32 (only the adds' order differs)
+    assert 0 < errors["compiled"][0] <= 2 ** -8 and errors["eager"][0] < 0.05
+    assert all(error < 1e-6 for error in errors["add_rows_kernel"]), errors["add_rows_kernel"]
