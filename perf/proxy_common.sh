@@ -36,18 +36,25 @@ track_script() {  # the script of a track
     case $1 in medium) echo train_gpt_medium.py ;; *) echo train_gpt.py ;; esac
 }
 
-stage_versions() {  # track script, script A, script B: both copied into $versions (a new temporary folder) as
-    # A.py and B.py, so that run_version can put either at the track script's path (their logs then name the same
-    # script); the track script is restored, and the folder removed, when the calling shell exits. Without two
-    # script files: one error line, and the calling shell exits
-    [ -f "${2:-}" ] && [ -f "${3:-}" ] || { echo "error: give two script files, A then B" >&2; exit 2; }
-    versions=$(mktemp -d)
-    cp "$2" "$versions/A.py"; cp "$3" "$versions/B.py"; cp "$1" "$versions/original.py"
-    trap 'cp "$versions/original.py" "'"$1"'"; rm -rf "$versions"' EXIT
+stage_versions() {  # track script, script files A, B (, C, ...): each copied into $versions (a new temporary folder)
+    # as A.py, B.py, ..., so that run_version can put any at the track script's path (their logs then name the same
+    # script), and their letters in version_names; the track script is restored, and the folder removed, when the
+    # calling shell exits. Without two or more script files: one error line, and the calling shell exits
+    local track_script=$1 letters=ABCDEFGH file i ok; shift
+    ok=$(( $# >= 2 && $# <= ${#letters} ))
+    for file in "$@"; do [ -f "$file" ] || ok=0; done
+    [ "$ok" = 1 ] || { echo "error: give two to ${#letters} script files, A then B (then C, ...)" >&2; exit 2; }
+    versions=$(mktemp -d); version_names=()
+    for i in $(seq 0 $(($# - 1))); do
+        version_names+=("${letters:$i:1}")
+        cp "${@:$((i + 1)):1}" "$versions/${letters:$i:1}.py"
+    done
+    cp "$track_script" "$versions/original.py"
+    trap 'cp "$versions/original.py" "'"$track_script"'"; rm -rf "$versions"' EXIT
 }
 
-run_version() {  # track script, version (A or B), out dir, run name, --compile_cache folder, overrides...: a proxy run
-    # of that version from the track script's path, its console kept in OUT/NAME.out only
+run_version() {  # track script, version (A, B, ...), out dir, run name, --compile_cache folder, overrides...: a
+    # proxy run of that version from the track script's path, its console kept in OUT/NAME.out only
     local script=$1 version=$2 out=$3 name=$4 artifacts=$5; shift 5
     cp "$versions/$version.py" "$script"
     PROXY_ARTIFACTS="$artifacts" proxy_run "$script" "$out" "$name" "$@" > /dev/null
@@ -90,10 +97,10 @@ proxy_summary() {  # out dir, run names...: one line per run
 }
 
 versions_summary() {  # title, run name prefix, runs a version, reader (a function of a run name), unit, decimals:
-    # each version's values (runs PREFIX A1, A2, ...) and their mean
+    # each staged version's values (runs PREFIX A1, A2, ..., B1, ...) and their mean
     local title=$1 prefix=$2 runs=$3 reader=$4 unit=$5 decimals=$6 version i mean values
     echo "== $title"
-    for version in A B; do
+    for version in "${version_names[@]}"; do
         values=()
         for i in $(seq "$runs"); do values+=("$("$reader" "$prefix$version$i")"); done
         mean=$(printf '%s\n' "${values[@]}" |

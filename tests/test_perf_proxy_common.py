@@ -57,21 +57,23 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert console.rstrip().endswith(f"--seed={seed}")
 
 
-def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str) -> subprocess.CompletedProcess:
-    """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py from
-    a copy of the perf helpers, with a stand-in python (a bash body) on the PATH; train_gpt.py holds "# main as
-    checked out"."""
+def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str,
+                    scripts: tuple[str, ...] = ("a.py", "b.py")) -> subprocess.CompletedProcess:
+    """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py (or
+    scripts, of a.py, b.py, c.py) from a copy of the perf helpers, with a stand-in python (a bash body) on the PATH;
+    train_gpt.py holds "# main as checked out"."""
     (tmp_path / "perf").mkdir()
     for name in ("proxy_common.sh", tool):
         (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
     (tmp_path / "train_gpt.py").write_text("# main as checked out\n")
     (tmp_path / "a.py").write_text("# version A\n")
     (tmp_path / "b.py").write_text("# version B\n")
+    (tmp_path / "c.py").write_text("# version C\n")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
     (tmp_path / "bin" / "python").chmod(0o755)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
-    result = subprocess.run(["bash", f"perf/{tool}", *options, "short", "out", "a.py", "b.py", "--seed=1"],
+    result = subprocess.run(["bash", f"perf/{tool}", *options, "short", "out", *scripts, "--seed=1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"  # restored
@@ -137,6 +139,24 @@ echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:$(( n * 100 )).25ms"
                                                "B: 200.25 300.25 ms, mean 250.25 ms"]
 
 
+def test_fullbatch_ab_of_three_versions_runs_a_b_c_c_b_a(tmp_path, repo_root):
+    """Three script files: each version's first run in order, then their second runs back (A B C C B A), each version
+    with an artifact file of its own and its mean in the summary."""
+    runs = tmp_path / "runs.txt"
+    result = run_versions_ab(tmp_path, repo_root, "fullbatch_ab.sh", f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
+echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:$(( $(wc -l < {runs}) * 100 )).00ms"
+""", scripts=("a.py", "b.py", "c.py"))
+    lines = runs.read_text().splitlines()
+    assert [line.split()[2] for line in lines] == list("ABCCBA")
+    assert all(line.endswith("--seed=1") for line in lines)
+    caches = {line.split()[2]: re.search(r"--compile_cache=(\S+)", line)[1] for line in lines}
+    assert len(set(caches.values())) == 3
+    assert result.stdout.splitlines()[-4:] == ["== full batch, A B C C B A (mean step time)",
+                                               "A: 100.00 600.00 ms, mean 350.00 ms",
+                                               "B: 200.00 500.00 ms, mean 350.00 ms",
+                                               "C: 300.00 400.00 ms, mean 350.00 ms"]
+
+
 def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
     """perf/proxy.sh's third run is the full batch fullbatch_ab.sh compares (one FULL_BATCH for both)."""
     (tmp_path / "bin").mkdir()
@@ -153,7 +173,7 @@ def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
 def test_versions_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root, tool):
     result = subprocess.run(["bash", str(repo_root / "perf" / tool), "short", "out", "a.py"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and result.stderr == "error: give two script files, A then B\n"
+    assert result.returncode == 2 and result.stderr == "error: give two to 8 script files, A then B (then C, ...)\n"
 
 
 def test_pack_without_shards_is_one_error_line_and_writes_nothing(tmp_path, repo_root):
