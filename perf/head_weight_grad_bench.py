@@ -28,9 +28,13 @@ from track_scripts import ROOT, load_script  # noqa: E402
 tg = load_script(ROOT / "train_gpt.py")
 tile_origin = tg.tile_origin  # a global of this module, for the kernel below
 
-# BLOCK_M (vocabulary), BLOCK_N (dim), BLOCK_T (tokens), GROUP_M, num_warps, num_stages, precise accumulation
-LAUNCHES = [(128, 256, 128, 8, 8, 3, True), (128, 256, 128, 8, 8, 3, False), (128, 128, 128, 8, 4, 4, True),
-            (128, 256, 64, 8, 8, 4, True), (256, 128, 128, 8, 8, 3, True), (128, 192, 128, 8, 8, 3, True)]
+# BLOCK_M (vocabulary), BLOCK_N (dim), BLOCK_T (tokens), GROUP_M, num_warps, num_stages, precise accumulation: each
+# fits an sm_90 block's shared memory without spilling registers (tests/test_perf_head_weight_grad_bench.py compiles
+# them; 4 warps, or precise 128 x 256 and 256 x 128 tiles, spill). Triton stages each gradient block through
+# registers into a second shared buffer, transposed, for the tensor cores
+LAUNCHES = [(128, 128, 128, 8, 8, 4, True), (128, 128, 128, 8, 8, 4, False), (128, 128, 128, 8, 8, 3, True),
+            (128, 128, 128, 8, 8, 5, True), (128, 128, 64, 8, 8, 6, True), (128, 256, 64, 8, 8, 3, False),
+            (128, 256, 128, 8, 8, 2, False), (256, 128, 128, 8, 8, 3, False)]
 TINY_LAUNCHES = [(32, 32, 32, 2, 4, 1, True), (32, 64, 64, 1, 4, 1, False)]
 
 
