@@ -217,6 +217,12 @@ def to_float8(t: Tensor, scale: float | Tensor, dtype: torch.dtype) -> Tensor:
     return t.div(scale).clamp_(-limit, limit).to(dtype)
 
 
+def normed_e4m3_scale(dim: int) -> float:
+    """The e4m3 scale of an RMS-normed input of width dim: no entry exceeds sqrt(dim) (but by bf16's rounding, which
+    to_float8's clamp takes), which this maps to e4m3's largest value, 448. No maximum is needed first."""
+    return dim ** 0.5 / 448
+
+
 @torch.library.custom_op("nanogpt::fp8_mm", mutates_args=())
 def fp8_mm(x: Tensor, w: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
     """x @ w.T in bf16 from float8 x and w, which are returned for the backward (the FP8 head off the GPU)."""
@@ -598,9 +604,8 @@ def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, ...]:
 class FP8MLP(torch.autograd.Function):
     """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim, RMS-normed; fc_w, proj_w: dim x hidden) on the FP8 tensor cores:
     e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records quantise the up projection's forward
-    only). x's scale is fixed at sqrt(dim) / 448, as the head's: no entry of an RMS-normed row exceeds sqrt(dim) (but
-    by bf16's rounding, which to_float8's clamp takes), so the cast needs no maximum first and can fuse into the
-    norm's kernel (x's sampled maximum took three kernels and the cast a second pass over x, ~56 us a layer on an
+    only). x's scale is fixed, as the head's (normed_e4m3_scale), so the cast needs no maximum first and can fuse into
+    the norm's kernel (x's sampled maximum took three kernels and the cast a second pass over x, ~56 us a layer on an
     H100: perf/NOTES.md session 67); the other scales come from the tensors themselves. The weights come cast
     (mlp_weight_casts of fc_w and proj_w as they are); fc_w and proj_w are here for their gradients. Plain autograd
     traced by torch.compile, so the scaling and the casts fuse with the neighbouring elementwise work, except the two
@@ -614,7 +619,7 @@ class FP8MLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
                 proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
-        x_scale = x.new_full((), x.size(-1) ** 0.5 / 448, dtype=torch.float32)  # x is RMS-normed: |x| <= sqrt(dim)
+        x_scale = x.new_full((), normed_e4m3_scale(x.size(-1)), dtype=torch.float32)
         x_f8 = to_float8(x, x_scale, torch.float8_e4m3fn)
         a_scale = sampled_relu_square_scale(x_f8, fc_f8_t, x_scale, fc_scale, row_step)
         a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
@@ -1360,8 +1365,8 @@ def trace_autograd_functions_as_one_call():
     skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
     re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
     FP8AttentionInputs misses instead of reusing old graphs."""
-    for function, parts in [(fp8_mlp, (FP8MLP, to_float8_scaled, float8_scale, to_float8, scaled_mm, relu_square_grad,
-                                       sampled_relu_square_scale)),
+    for function, parts in [(fp8_mlp, (FP8MLP, normed_e4m3_scale, to_float8_scaled, float8_scale, to_float8, scaled_mm,
+                                       relu_square_grad, sampled_relu_square_scale)),
                             (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8)),
                             (summed_lookup, (SummedLookup,))]:
         torch._dynamo.allow_in_graph(function)
@@ -1909,7 +1914,7 @@ class GPT(nn.Module):
         count = sum(s.numel() for s in scalars)
         scalars.append(torch.zeros(-count % 8))  # shardable over any world size dividing 8
         self.scalars = nn.Parameter(torch.cat(scalars))
-        self.fp8_scales = (dim ** 0.5 / 448, 2 ** -9, 1 / 448)  # rms-normed inputs are at most sqrt(dim)
+        self.fp8_scales = (normed_e4m3_scale(dim), 2 ** -9, 1 / 448)  # x_s, w_s, grad_s
 
     def scalar_views(self):
         """Skip weights, per-block (x, x0) lambdas, per-attention (v, value-embed) lambdas."""

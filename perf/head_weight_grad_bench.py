@@ -80,7 +80,7 @@ def head_gradients(tiny: bool, device: str) -> tuple:
     gen = torch.Generator(device).manual_seed(2)
     logits = (torch.randn(tokens, vocab, device=device, generator=gen) * 3).bfloat16()
     targets = torch.randint(0, vocab, (tokens,), device=device, generator=gen, dtype=torch.int32)
-    grad_s, x_s = 1 / 448, dim ** 0.5 / 448
+    grad_s, x_s = 1 / 448, tg.normed_e4m3_scale(dim)
     grad = torch.empty(tokens, vocab, device=device, dtype=torch.float32 if tiny else torch.float8_e5m2)
     tg.softcap_ce_rows(logits, targets, grad_s, grad)
     del logits

@@ -36,7 +36,7 @@ def up_inputs(rows: int, dim: int, hidden: int, device: torch.device) -> tuple:
     gen = torch.Generator(device).manual_seed(0)
     x = F.rms_norm(torch.randn(rows, dim, device=device, generator=gen), (dim,)).bfloat16()
     w = torch.randn(hidden, dim, device=device, generator=gen) * dim ** -0.5
-    x_scale = torch.tensor(dim ** 0.5 / 448, device=device)  # FP8MLP's fixed scale for its RMS-normed input
+    x_scale = torch.tensor(train_gpt.normed_e4m3_scale(dim), device=device)  # FP8MLP's fixed scale for its input
     x_f8, (w_f8, w_scale) = train_gpt.to_float8(x, x_scale, E4M3), train_gpt.to_float8_scaled(w, E4M3)
     return x_f8, w_f8, x_scale, w_scale, sampled_a_scale(x_f8, w_f8, x_scale, w_scale)
 
