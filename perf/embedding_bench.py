@@ -3,11 +3,11 @@ micro-step's 49,152 token ids (read from the proxy's first training shard, so th
 training), forward and backward, three ways: eager (ATen's CUDA backward: the ids sorted, each token's rows summed
 once in fp32); compiled (inductor's backward: an fp32 table zeroed, an atomic add per token and entry, a cast to bf16:
 the model's way until session 68); and the script's add_rows_kernel by launch (ADD_ROWS_LAUNCHES, the script's
-ADD_ROWS_LAUNCH first), which adds the rows' gradients into fp32 sums that a step's micro-steps share (SummedLookup,
-since session 68: 144 us a call in training on an H100); and a candidate, sorted_add_rows_kernel, which sums each
-id's rows in registers before adding (the ids sorted once for the four tables, the sort timed with it). Then the
-step's hand-over of those sums to the tables (GPT.take_table_grads: a bf16 cast and a zeroing of 4 x 154.5 MB),
-which the model pays once a step.
+ADD_ROWS_LAUNCH first), which adds the rows' gradients into fp32 sums that a step's micro-steps share (SummedLookup),
+in id order: each id's rows summed in registers, then added once (the ids sorted once for the four tables, the sort
+timed with it; the kernel without the sort took 144 us a call in training on an H100, session 68). Then the step's
+hand-over of those sums to the tables (GPT.take_table_grads: a bf16 cast and a zeroing of 4 x 154.5 MB), which the
+model pays once a step.
 Sessions 46-47 asked it first: compiled 0.865 ms, eager 1.964 ms (records/track_1_short/
 2026-12-04_EmbeddingBackwardDropped).
 
@@ -24,54 +24,15 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 from track_scripts import ROOT, load_script  # noqa: E402
 
 PROXY_SHARDS = str(ROOT / "data" / "proxy" / "proxy_train_*.bin")
-ADD_ROWS_LAUNCHES = [(32, 256, 4), (16, 256, 4), (64, 256, 4), (32, 128, 4), (64, 128, 4), (8, 1024, 4),
-                     (16, 1024, 8), (128, 256, 8)]  # BLOCK_TOKENS, BLOCK_COLS, num_warps
-SORTED_LAUNCHES = [(32, 256, 4), (64, 256, 8), (128, 128, 8), (64, 128, 4), (16, 256, 4)]  # the same, in id order
-TINY_SORTED_LAUNCHES = [(64, 64, 4)]  # the interpreter's scan takes ~2 s a call
-
-
-@triton.jit
-def segmented_add(a, a_starts, b, b_starts):
-    """The combine of a segmented sum: b's run restarts at a segment start."""
-    return tl.where(b_starts, b, a + b), a_starts | b_starts
-
-
-@triton.jit
-def sorted_add_rows_kernel(sums_ptr, sorted_ids_ptr, order_ptr, rows_ptr, tokens, dim, BLOCK_TOKENS: tl.constexpr,
-                           BLOCK_COLS: tl.constexpr):
-    """sums[ids[t]] += rows[t], the tokens taken in id order (sorted_ids = ids[order]): a block's rows of one id are
-    summed in registers (a segmented scan) and only each run's last position adds atomically, so that a repeated id
-    costs one atomic add a block rather than one a token (a micro-step's 49,152 ids hold ~8.5K distinct)."""
-    s = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
-    c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
-    in_range, first, last = s < tokens, s % BLOCK_TOKENS == 0, (s + 1) % BLOCK_TOKENS == 0
-    ids = tl.load(sorted_ids_ptr + s, mask=in_range, other=-1)
-    starts = first | (ids != tl.load(sorted_ids_ptr + s - 1, mask=in_range & ~first, other=-1))
-    ends = in_range & (last | (ids != tl.load(sorted_ids_ptr + s + 1, mask=(s + 1 < tokens) & ~last, other=-1)))
-    token = tl.load(order_ptr + s, mask=in_range, other=0).to(tl.int64)
-    mask = in_range[:, None] & (c < dim)[None, :]
-    rows = tl.load(rows_ptr + token[:, None] * dim + c[None, :], mask=mask, other=0.0).to(tl.float32)
-    run_sums, _ = tl.associative_scan((rows, tl.broadcast_to(starts[:, None], rows.shape)), 0, segmented_add)
-    tl.atomic_add(sums_ptr + ids.to(tl.int64)[:, None] * dim + c[None, :], run_sums, mask=ends[:, None] & mask,
-                  sem="relaxed")
-
-
-def sorted_add_rows(sums: torch.Tensor, sorted_ids: torch.Tensor, order: torch.Tensor, rows: torch.Tensor,
-                    launch: tuple) -> None:
-    """sums[ids] += rows by sorted_add_rows_kernel, given ids sorted (sorted_ids) and their order (ids[order])."""
-    tokens, dim = sorted_ids.numel(), sums.size(1)
-    block_tokens, block_cols, num_warps = launch
-    sorted_add_rows_kernel[(triton.cdiv(tokens, block_tokens), triton.cdiv(dim, block_cols))](
-        sums, sorted_ids, order, rows, tokens, dim, BLOCK_TOKENS=block_tokens, BLOCK_COLS=block_cols,
-        num_warps=num_warps)
+ADD_ROWS_LAUNCHES = [(32, 256, 4), (64, 256, 8), (128, 128, 8), (64, 128, 4), (16, 256, 4), (128, 256, 8)]
+# BLOCK_TOKENS, BLOCK_COLS, num_warps
+TINY_ADD_ROWS_LAUNCHES = [(64, 64, 4)]  # the interpreter's scan takes ~2 s a call
 
 
 def token_ids(tokens: int, vocab: int, tiny: bool, device: str) -> torch.Tensor:
@@ -98,20 +59,8 @@ def largest_error(grads, exact) -> float:
 
 
 def summed_rows(tg, ids, tables, grad_out, launch):
-    """The script's way: the four lookups, and their rows' gradients added into fp32 sums by add_rows_kernel."""
-    sums = torch.zeros(len(tables), *tables[0].shape, device=ids.device)
-
-    def run():
-        with torch.no_grad():
-            four_tables(ids, tables)
-        for table_sums, grad in zip(sums, grad_out):
-            tg.add_rows_triton(table_sums, ids, grad, launch)
-        return sums
-    return run
-
-
-def sorted_summed_rows(ids, tables, grad_out, launch):
-    """The four lookups, the ids sorted once, and each table's rows' gradients added in id order into fp32 sums."""
+    """The script's way: the four lookups, the ids sorted once, and each table's rows' gradients added in id order
+    into fp32 sums by add_rows_kernel."""
     sums = torch.zeros(len(tables), *tables[0].shape, device=ids.device)
 
     def run():
@@ -119,7 +68,7 @@ def sorted_summed_rows(ids, tables, grad_out, launch):
             four_tables(ids, tables)
         sorted_ids, order = ids.sort()
         for table_sums, grad in zip(sums, grad_out):
-            sorted_add_rows(table_sums, sorted_ids, order, grad, launch)
+            tg.add_rows_triton(table_sums, sorted_ids, order, grad, launch)
         return sums
     return run
 
@@ -151,16 +100,11 @@ def main(argv: list[str]) -> int:
         error = largest_error(run(), exact)
         print(f"{name}: {timed_us(run, tiny) / 1000:.3f} ms for 4 tables, largest gradient error {error:.1e} of the "
               "largest entry")
-    for launch in ADD_ROWS_LAUNCHES:
+    for launch in TINY_ADD_ROWS_LAUNCHES if tiny else ADD_ROWS_LAUNCHES:
         error = largest_error(summed_rows(tg, ids, tables, grad_out, launch)(), exact)  # once, from zeroed sums
         ms = timed_us(summed_rows(tg, ids, tables, grad_out, launch), tiny) / 1000
         mark = " (the script's)" if launch == tg.ADD_ROWS_LAUNCH else ""
-        print(f"add_rows_kernel BLOCK_TOKENS={launch[0]} BLOCK_COLS={launch[1]} warps={launch[2]}{mark}: {ms:.3f} ms "
-              f"for 4 tables, largest gradient error {error:.1e} of the largest entry")
-    for launch in TINY_SORTED_LAUNCHES if tiny else SORTED_LAUNCHES:
-        error = largest_error(sorted_summed_rows(ids, tables, grad_out, launch)(), exact)
-        ms = timed_us(sorted_summed_rows(ids, tables, grad_out, launch), tiny) / 1000
-        print(f"sorted_add_rows_kernel BLOCK_TOKENS={launch[0]} BLOCK_COLS={launch[1]} warps={launch[2]} (with the "
+        print(f"add_rows_kernel BLOCK_TOKENS={launch[0]} BLOCK_COLS={launch[1]} warps={launch[2]}{mark} (with the "
               f"ids' sort): {ms:.3f} ms for 4 tables, largest gradient error {error:.1e} of the largest entry")
     print(f"hand-over (GPT.take_table_grads) of 4 tables' sums: {hand_over_ms(tg, tables, tiny):.3f} ms a step")
     return 0

@@ -311,16 +311,18 @@ def fused_head_ce_checks() -> list[bool]:
 
 
 def add_rows_checks() -> list[bool]:
-    """The embedding tables' gradient sums (add_rows_triton): a micro-step's 49,152 bf16 rows added by token id into
-    fp32 sums that already hold a micro-step's, against index_add_; and its time."""
+    """The embedding tables' gradient sums (add_rows_triton): a micro-step's 49,152 bf16 rows added by token id (in id
+    order) into fp32 sums that already hold a micro-step's, against index_add_; and its time."""
     gen = torch.Generator("cuda").manual_seed(14)
-    ids = torch.randint(0, 50304, (49152,), device="cuda", generator=gen, dtype=torch.int32)
+    ranks = torch.arange(1, 50305, device="cuda", dtype=torch.float64)  # ids with a long tail, as text's: long runs
+    ids = torch.multinomial(1 / ranks, 49152, replacement=True, generator=gen).int()
     rows = torch.randn(49152, 768, device="cuda", generator=gen).bfloat16()
     sums = torch.randn(50304, 768, device="cuda", generator=gen)
     expected = sums.clone().index_add_(0, ids.long(), rows.float())
-    tg.add_rows_triton(sums, ids, rows)
+    sorted_ids, order = ids.sort()
+    tg.add_rows_triton(sums, sorted_ids, order, rows)
     result = check("add_rows_triton vs index_add_", relative_error(sums, expected), 1e-6)
-    us = do_bench(lambda: tg.add_rows_triton(sums, ids, rows)) * 1000  # the sums grow: checked above
+    us = do_bench(lambda: tg.add_rows_triton(sums, sorted_ids, order, rows)) * 1000  # the sums grow: checked above
     print(f"time add_rows_triton of a micro-step's rows: {us:.1f} us")
     return [result]
 

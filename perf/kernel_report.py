@@ -49,7 +49,8 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "diagonal": "fp32", "grad_f8_ptr": "*fp8e4nv", "grad_scale_ptr": "*fp32", "a_ptr": "*fp8e4nv",
              "grad_a_ptr": "*bf16", "a_scale_ptr": "*fp32", "a_t_ptr": "*fp8e4nv", "grad_h_ptr": "*fp8e5",
              "grad_h_t_ptr": "*fp8e5", "inverse_scale": "fp32", "limit": "fp32", "multipliers_ptr": "*fp32",
-             "out_t_ptr": "*fp8e4nv", "sums_ptr": "*fp32", "ids_ptr": "*i32", "rows_ptr": "*bf16"}
+             "out_t_ptr": "*fp8e4nv", "sums_ptr": "*fp32", "sorted_ids_ptr": "*i32", "order_ptr": "*i64",
+             "rows_ptr": "*bf16"}
 FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
 # the FP8 head's x (bf16) and weight (fp32) to e4m3 both ways; fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
 FLOAT8_BOTH_WAYS = [(dict(ROUND_TO_BF16=src == "*bf16", BLOCK=64), 4, {"src_ptr": src, "out_ptr": "*fp8e4nv"})

@@ -1349,21 +1349,24 @@ def test_attention_kernel_takes_heads_whose_half_is_a_power_of_two_and_only_on_c
 # Embedding tables' gradients summed in fp32 (add_rows_): the kernel under Triton's interpreter against index_add_
 
 
-@pytest.mark.parametrize("launch", [train_gpt.ADD_ROWS_LAUNCH, (8, 64, 4)], ids=["training's", "small blocks"])
+@pytest.mark.parametrize("launch", [train_gpt.ADD_ROWS_LAUNCH, (16, 64, 4)], ids=["training's", "small blocks"])
 def test_add_rows_kernel_adds_each_tokens_row_to_its_ids_row_repeats_included(interpreted_kernel, launch):
-    """ids repeat (the same row gets several tokens' adds) and the token count and width are not multiples of the
-    blocks; the sums start non-zero (a step's earlier micro-steps)."""
+    """ids repeat, in runs longer than a block and runs that start and end inside one (the same row gets several
+    tokens' adds); the token count and width are not multiples of the blocks; the sums start non-zero (a step's
+    earlier micro-steps)."""
     gen = torch.Generator().manual_seed(12)
-    ids = torch.randint(0, 20, (77,), generator=gen, dtype=torch.int32)
+    ids = torch.tensor([3] * 40 + [0] * 5 + [7] + [19] * 3 + [1] * 20 + [11] * 8, dtype=torch.int32)[
+        torch.randperm(77, generator=gen)]
     rows = torch.randn(77, 300, generator=gen).bfloat16()
     sums = torch.randn(20, 300, generator=gen)
     expected = sums.clone().index_add_(0, ids.long(), rows.float())
-    train_gpt.add_rows_triton(sums, ids, rows, launch)
+    train_gpt.add_rows_triton(sums, *ids.sort(), rows, launch)
     assert torch.allclose(sums, expected, rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor", "test_aot_dispatch_dynamic"])
 def test_add_rows_opcheck(test_util):
     gen = torch.Generator().manual_seed(13)
-    args = (torch.zeros(10, 8), torch.randint(0, 10, (2, 6), generator=gen), torch.randn(2, 6, 8, generator=gen))
+    sorted_ids, order = torch.randint(0, 10, (12,), generator=gen).sort()
+    args = (torch.zeros(10, 8), sorted_ids, order, torch.randn(2, 6, 8, generator=gen))
     assert torch.library.opcheck(train_gpt.add_rows_, args, test_utils=test_util) == {test_util: "SUCCESS"}

@@ -89,8 +89,10 @@ if function_name == "fp8_mlp":  # the weights' casts, made outside them (once a 
     extra = (*script.mlp_weight_casts(*inputs[1:]), *extra)
 if function_name == "fp8_attention_inputs":
     extra = (*extra, *script.qkv_weight_casts(inputs[1]))
-if function_name == "summed_lookup":  # token ids, the table, its gradient sums (which the backward adds into)
-    inputs = [torch.randint(0, shapes[0][0], shapes[1]), inputs[0], torch.zeros(*shapes[0])]
+if function_name == "summed_lookup":  # token ids, the table, its gradient sums (which the backward adds into),
+    # the ids sorted and their order
+    ids = torch.randint(0, shapes[0][0], shapes[1])
+    inputs = [ids, inputs[0], torch.zeros(*shapes[0]), *ids.flatten().sort()]
 
 def loss(*inputs):
     outputs = function(*inputs, *extra)
