@@ -72,8 +72,8 @@ def main(argv: list[str]) -> int:
                          relative_error(tg.orthogonalize(g), u @ vt), 0.35))
     x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50304, 768, device="cuda") * 0.02
-    out, x_f8, w_f8 = tg.fp8_mm(x, w, 768 ** 0.5 / 448, 2 ** -9, 1 / 448)
-    emulated = tg.scaled_mm(x_f8.cpu(), w_f8.cpu().T, 768 ** 0.5 / 448, 2 ** -9, torch.bfloat16, False)
+    out, x_f8, w_f8 = tg.fp8_mm(x, w, tg.normed_e4m3_scale(768), 2 ** -9, 1 / 448)
+    emulated = tg.scaled_mm(x_f8.cpu(), w_f8.cpu().T, tg.normed_e4m3_scale(768), 2 ** -9, torch.bfloat16, False)
     results.append(check("fp8_mm CUDA vs CPU emulation", relative_error(out.cpu(), emulated), 1e-2))
     results.append(check("fp8_mm vs bf16 matmul", relative_error(out, x.float() @ w.T), 8e-2))
     results += fused_head_ce_checks()
@@ -265,7 +265,7 @@ def fused_head_ce_checks() -> list[bool]:
     """The fused softcapped cross entropy of the FP8 head (gradients in the forward: a Triton row kernel writing the
     float8 gradient, a transpose kernel) against the unfused path (fp8_mm, softcap, F.cross_entropy) that the CPU
     takes."""
-    scales = (768 ** 0.5 / 448, 2 ** -9, 1 / 448)
+    scales = (tg.normed_e4m3_scale(768), 2 ** -9, 1 / 448)
     x = torch.nn.functional.rms_norm(torch.randn(8192, 768, device="cuda"), (768,)).bfloat16()
     w = torch.randn(50304, 768, device="cuda") * 0.5  # logits of a few units
     targets = torch.randint(0, 50304, (8192,), device="cuda", dtype=torch.int32)
@@ -332,7 +332,7 @@ def float8_both_ways_checks() -> list[bool]:
     (torch's casts) and its transpose, saturated and NaN kept; then their time against the eager casts plus the
     Triton transpose (the CPU tests run the kernel under the interpreter, whose casts misround)."""
     results = []
-    for name, t, scale in [("x", torch.randn(49152, 768, device="cuda").mul_(3).bfloat16(), 768 ** 0.5 / 448),
+    for name, t, scale in [("x", torch.randn(49152, 768, device="cuda").mul_(3).bfloat16(), tg.normed_e4m3_scale(768)),
                            ("w", torch.randn(50304, 768, device="cuda").mul_(0.3), 2 ** -9)]:
         t.view(-1)[:3] = torch.tensor([1e4, -1e4, float("nan")])
         out, out_t = tg.float8_both_ways(t, scale)

@@ -54,7 +54,7 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
               tg.TRANSPOSE_LAUNCH),
              ("transpose_kernel, the QKV gradient", lambda launch: (tg.transposed(qkv_grad, launch),),
               tg.TRANSPOSE_LAUNCH),
-             ("float8_both_ways_kernel, x (bf16)", lambda launch: tg.float8_both_ways(x, dim ** 0.5 / 448, launch),
+             ("float8_both_ways_kernel, x (bf16)", lambda launch: tg.float8_both_ways(x, tg.normed_e4m3_scale(dim), launch),
               tg.FLOAT8_BOTH_WAYS_LAUNCH),
              ("float8_both_ways_kernel, w (fp32)", lambda launch: tg.float8_both_ways(w, 2 ** -9, launch),
               tg.FLOAT8_BOTH_WAYS_LAUNCH)]
