@@ -1439,9 +1439,11 @@ def check_shapes(args: Hyperparameters):
 
 
 def why_unwritable(folder: str) -> str | None:
-    """Why files cannot be made in folder (with the folders above it that are missing), or None when they can."""
+    """Why files cannot be made in folder (with the folders above it that are missing), or None when they can. A
+    path below a folder without search permission counts as missing (os.path.exists: False, where Path.exists
+    raises)."""
     nearest = Path(folder).absolute()
-    while not nearest.exists():
+    while not os.path.exists(nearest):
         nearest = nearest.parent
     if nearest.is_dir() and os.access(nearest, os.W_OK | os.X_OK):
         return None
@@ -1524,6 +1526,10 @@ def launch_ranks() -> tuple[int, int, int]:
     if local_rank > rank:
         raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
                           "environment?), or launch with ./run.sh or torchrun")
+    port = os.environ.get("MASTER_PORT", "")  # torchrun's; unset in ./run.sh's check, which starts no group
+    if port and not (port.strip().isdigit() and 1 <= int(port) <= 65535):
+        raise LaunchError(f"MASTER_PORT={port} is not a port (1 to 65535); give a free port, or launch with ./run.sh "
+                          "or torchrun --standalone")
     return world_size, rank, local_rank
 
 

@@ -316,6 +316,27 @@ def test_a_run_id_that_is_not_a_file_name_is_one_error_before_the_run(tmp_path, 
     script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id="x" * 251), 1)
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_logs_dir_below_a_folder_without_search_access_is_one_error(script, tmp_path, monkeypatch):
+    """A path below a folder that cannot be searched (mode 000) cannot even be looked up: Path.exists raised
+    PermissionError, a traceback. Root ignores the bits, so the lookups' and the folder's answers are faked."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    stat, access = os.stat, os.access
+
+    def unsearchable(path, *args, **kwargs):
+        if locked in Path(path).parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", unsearchable)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(locked / "logs")), 1)
+    assert str(error.value) == (f"--logs_dir={locked / 'logs'} cannot be written ({locked} is not writable); give a "
+                                "writable folder")
+
+
 def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, monkeypatch):
     """The permission bits do not bind root (as in CI's containers), so the folder's answer is faked for it too."""
     locked = tmp_path / "locked"
@@ -403,13 +424,18 @@ def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, sc
     ({"RANK": "4", "WORLD_SIZE": "4"}, "RANK=4 is not below the world size, 4 (WORLD_SIZE)"),
     ({"LOCAL_RANK": "1"}, "LOCAL_RANK=1 is above RANK=0; unset LOCAL_RANK (left in the environment?), or launch "
                           "with ./run.sh or torchrun"),
+    ({"MASTER_PORT": "abc"}, "MASTER_PORT=abc is not a port (1 to 65535); give a free port, or launch with ./run.sh "
+                             "or torchrun --standalone"),
+    ({"MASTER_PORT": "99999"}, "MASTER_PORT=99999 is not a port (1 to 65535)"),
+    ({"MASTER_PORT": "0"}, "MASTER_PORT=0 is not a port (1 to 65535)"),
 ])
 def test_launch_variables_that_do_not_fit_together_are_one_error_that_every_process_prints(monkeypatch, capsys,
                                                                                             script, env, message):
     """A RANK left in a shell used to hide every error (rank 0 alone prints them), then wait for sequences no rank
-    dealt it and end in a generator's traceback."""
+    dealt it and end in a generator's traceback. A MASTER_PORT that is not a port passed the check and ended in
+    torch's ValueError traceback when the group started."""
     module = __import__(script)
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -424,7 +450,8 @@ def test_launch_variables_that_do_not_fit_together_are_one_error_that_every_proc
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_ranks_that_fit_together_are_read_as_torchrun_sets_them(monkeypatch, script):
-    for name, value in {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1"}.items():  # the second of 4 nodes
+    launch = {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1", "MASTER_PORT": "29500"}  # the second of 4 nodes
+    for name, value in launch.items():
         monkeypatch.setenv(name, value)
     assert script.launch_ranks() == (8, 5, 1)
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
