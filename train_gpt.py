@@ -2324,7 +2324,7 @@ def launch_ranks() -> tuple[int, int, int]:
         raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
                           "environment?), or launch with ./run.sh or torchrun")
     port = os.environ.get("MASTER_PORT", "")  # torchrun's; unset in ./run.sh's check, which starts no group
-    if port and not (port.strip().isdigit() and 1 <= int(port) <= 65535):
+    if port and not (re.fullmatch(r"\d+", port.strip()) and 1 <= int(port) <= 65535):
         raise LaunchError(f"MASTER_PORT={port} is not a port (1 to 65535); give a free port, or launch with ./run.sh "
                           "or torchrun --standalone")
     return world_size, rank, local_rank

@@ -428,6 +428,7 @@ def test_a_bad_world_size_or_rank_from_the_launcher_is_one_error(monkeypatch, sc
                              "or torchrun --standalone"),
     ({"MASTER_PORT": "99999"}, "MASTER_PORT=99999 is not a port (1 to 65535)"),
     ({"MASTER_PORT": "0"}, "MASTER_PORT=0 is not a port (1 to 65535)"),
+    ({"MASTER_PORT": "\u00b2"}, "MASTER_PORT=\u00b2 is not a port (1 to 65535)"),  # str.isdigit's digit, not int's
 ])
 def test_launch_variables_that_do_not_fit_together_are_one_error_that_every_process_prints(monkeypatch, capsys,
                                                                                             script, env, message):
