@@ -1107,6 +1107,32 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
 ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
 
 
+@triton.jit
+def column_sums_kernel(parts_ptr, sums_ptr, rows, cols, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """sums = parts.sum(0) in sums' dtype, for parts rows x cols (fp32, contiguous), in one program."""
+    c = tl.arange(0, BLOCK_COLS)
+    total = tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=tl.float32)
+    for start in range(0, rows, BLOCK_ROWS):
+        r = start + tl.arange(0, BLOCK_ROWS)
+        total += tl.load(parts_ptr + r[:, None] * cols + c[None, :], mask=(r < rows)[:, None] & (c < cols)[None, :],
+                         other=0.0)
+    tl.store(sums_ptr + c, tl.sum(total, axis=0).to(sums_ptr.dtype.element_ty), mask=c < cols)
+
+
+COLUMN_SUMS_LAUNCH = (8192, 8)  # entries a loop iteration, num_warps
+
+
+def column_sums(parts: Tensor, dtype: torch.dtype, launch: tuple = COLUMN_SUMS_LAUNCH) -> Tensor:
+    """parts.sum(0) in dtype, for the fp32 partial sums (rows x cols) that a kernel's programs left, by one program:
+    ATen's sum along the rows took 15 us a call for the lambdas' 24,576 x 2 (H100, perf/NOTES.md session 70)."""
+    rows, cols = parts.shape
+    (entries, num_warps), block_cols = launch, triton.next_power_of_2(cols)
+    sums = parts.new_empty(cols, dtype=dtype)
+    column_sums_kernel[(1,)](parts, sums, rows, cols, BLOCK_ROWS=max(1, entries // block_cols), BLOCK_COLS=block_cols,
+                             num_warps=num_warps)
+    return sums
+
+
 def attention_inputs_torch(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor,
                            ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """The op in torch ops (the CPU's path, and the kernels' reference): qkv is batch x tokens x 3 heads x head_dim,
@@ -1166,7 +1192,7 @@ def attention_inputs_backward_triton(grads: tuple[Tensor, Tensor, Tensor], qkv: 
         HALF=head_dim // 2, BLOCK_ROWS=block_rows, HEADS_BLOCK=heads_block, HAS_VE=ve is not None,
         ROWWISE_FP8=rowwise_fp8, num_warps=num_warps)
     rowwise = (grad_f8, grad_scale) if rowwise_fp8 else None
-    return grad_qkv, lambda_sums.sum(0).to(lambdas.dtype), grad_ve, rowwise
+    return grad_qkv, column_sums(lambda_sums, lambdas.dtype), grad_ve, rowwise
 
 
 def norm_grad(x: Tensor, grad: Tensor) -> Tensor:
@@ -1268,14 +1294,18 @@ attention_inputs.register_autograd(_attention_inputs_grad, setup_context=_attent
 
 
 @triton.jit
-def row_scaled_transposed_kernel(src_ptr, multipliers_ptr, out_t_ptr, rows, cols, limit, BLOCK: tl.constexpr):
+def row_scaled_transposed_kernel(src_ptr, scales_ptr, other_scales_ptr, total_ptr, out_t_ptr, rows, cols, limit,
+                                 BLOCK: tl.constexpr):
     """out_t (cols x rows) = (src * multipliers[row]).T in out_t's dtype, saturating at +-limit, a square block per
-    program (the layout swapped through shared memory, as transpose_kernel's)."""
+    program (the layout swapped through shared memory, as transpose_kernel's), with multipliers = scales *
+    other_scales / total (rounded as torch's division)."""
     first_row, first_col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
     local = tl.arange(0, BLOCK)
     row_in = first_row + local < rows
     mask = row_in[:, None] & (first_col + local < cols)[None, :]
-    multipliers = tl.load(multipliers_ptr + first_row + local, mask=row_in, other=0.0)
+    products = (tl.load(scales_ptr + first_row + local, mask=row_in, other=0.0)
+                * tl.load(other_scales_ptr + first_row + local, mask=row_in, other=0.0))
+    multipliers = tl.math.div_rn(products, tl.load(total_ptr))
     block = tl.load(src_ptr + first_row.to(tl.int64) * cols + first_col + local[:, None] * cols + local[None, :],
                     mask=mask, other=0.0).to(tl.float32) * multipliers[:, None]
     block = tl.clamp(block, -limit, limit, propagate_nan=tl.PropagateNan.ALL).to(out_t_ptr.dtype.element_ty)
@@ -1287,24 +1317,58 @@ ROW_SCALED_TRANSPOSED_LAUNCH = (128, 4)  # BLOCK, num_warps: 32.5 us for x's e4m
 # 4) (H100, perf/gpu_checks.py, session 65)
 
 
-def row_scaled_transposed(t: Tensor, multipliers: Tensor, dtype: torch.dtype = torch.float8_e4m3fn,
-                          launch: tuple = ROW_SCALED_TRANSPOSED_LAUNCH) -> Tensor:
-    """(t * multipliers).T in dtype (e4m3 in training, saturating; any float dtype for tests under Triton's
-    interpreter, whose float8 casts misround) for a 2-D t (e4m3 in training, any float dtype) and a multiplier per
-    row (rows x 1, fp32)."""
+def row_scaled_transposed(t: Tensor, scales: Tensor, other_scales: Tensor, total: Tensor,
+                          dtype: torch.dtype = torch.float8_e4m3fn, launch: tuple = ROW_SCALED_TRANSPOSED_LAUNCH
+                          ) -> Tensor:
+    """(t * (scales * other_scales / total)).T in dtype (e4m3 in training, saturating; any float dtype for tests
+    under Triton's interpreter, whose float8 casts misround) for a 2-D t (e4m3 in training, any float dtype), two
+    scales per row (rows x 1 each, fp32) and a 0-d fp32 total."""
     rows, cols = t.shape
     out_t, (block, num_warps) = t.new_empty(cols, rows, dtype=dtype), launch
     row_scaled_transposed_kernel[(triton.cdiv(rows, block), triton.cdiv(cols, block))](
-        t, multipliers, out_t, rows, cols, torch.finfo(torch.float8_e4m3fn).max, BLOCK=block, num_warps=num_warps)
+        t, scales, other_scales, total, out_t, rows, cols, torch.finfo(torch.float8_e4m3fn).max, BLOCK=block,
+        num_warps=num_warps)
     return out_t
 
 
+@triton.jit
+def nan_keeping_max(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def largest_product_kernel(a_ptr, b_ptr, out_ptr, rows, floor, BLOCK: tl.constexpr):
+    """out = max(floor, the largest a * b) over rows of non-negative fp32 a and b, in one program; NaN kept."""
+    largest = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, rows, BLOCK):
+        r = start + tl.arange(0, BLOCK)
+        products = tl.load(a_ptr + r, mask=r < rows, other=0.0) * tl.load(b_ptr + r, mask=r < rows, other=0.0)
+        largest = nan_keeping_max(largest, products)
+    tl.store(out_ptr, nan_keeping_max(tl.reduce(largest, 0, nan_keeping_max), floor))
+
+
+LARGEST_PRODUCT_LAUNCH = (8192, 8)  # BLOCK, num_warps
+
+
+def largest_product(a: Tensor, b: Tensor, floor: float, launch: tuple = LARGEST_PRODUCT_LAUNCH) -> Tensor:
+    """(a * b).amax().clamp_min(floor) as a 0-d fp32 tensor, for a and b of non-negative fp32 values (rows x 1), by
+    one program."""
+    out, (block, num_warps) = a.new_empty((), dtype=torch.float32), launch
+    largest_product_kernel[(1,)](a, b, out, a.numel(), floor, BLOCK=block, num_warps=num_warps)
+    return out
+
+
+WEIGHT_GRAD_X_SCALE_FLOOR = 1e-30
+
+
 def weight_grad_x_scales(grad_scale: Tensor, x_scale: Tensor) -> tuple[Tensor, Tensor]:
-    """For fp8_qkv_weight_grad: x's one e4m3 scale once each token's gradient scale s_t is on its row (the largest
-    s_t * xs_t, xs_t = max|x_t| / 448 its rowwise scale), and the multiplier that takes each row of x's rowwise e4m3
-    copy (x_t / xs_t) there: s_t * xs_t / that scale."""
+    """For fp8_qkv_weight_grad in torch ops: x's one e4m3 scale once each token's gradient scale s_t is on its row (the
+    largest s_t * xs_t, xs_t = max|x_t| / 448 its rowwise scale), and the multiplier that takes each row of x's
+    rowwise e4m3 copy (x_t / xs_t) there: s_t * xs_t / that scale. On the GPU largest_product and
+    row_scaled_transposed compute the same in two kernels, where these ops took five launches (~12 us a call on an
+    H100, perf/NOTES.md session 70)."""
     row_scales = grad_scale * x_scale
-    x_total_scale = row_scales.amax().clamp_min(1e-30)
+    x_total_scale = row_scales.amax().clamp_min(WEIGHT_GRAD_X_SCALE_FLOOR)
     return x_total_scale, row_scales / x_total_scale
 
 
@@ -1320,10 +1384,11 @@ def fp8_qkv_weight_grad(grad_f8: Tensor, grad_scale: Tensor, x_f8: Tensor, x_sca
     Both operands token-major, as the FP8 tensor cores take them: the gradient's bytes by transpose_kernel, x's
     scaled copy by row_scaled_transposed_kernel on the GPU (inductor stored such copies a byte at a time); torch's
     copies elsewhere."""
-    x_total_scale, multipliers = weight_grad_x_scales(grad_scale, x_scale)
     if grad_f8.is_cuda:
-        grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x_f8, multipliers)
+        x_total_scale = largest_product(grad_scale, x_scale, WEIGHT_GRAD_X_SCALE_FLOOR)
+        grad_t, x_t = transposed(grad_f8), row_scaled_transposed(x_f8, grad_scale, x_scale, x_total_scale)
     else:
+        x_total_scale, multipliers = weight_grad_x_scales(grad_scale, x_scale)
         grad_t = grad_f8.T.contiguous()
         x_t = to_float8(x_f8.float() * multipliers, 1.0, torch.float8_e4m3fn).T.contiguous()
     return scaled_mm(grad_t, x_t.T, 1.0, x_total_scale, torch.float32, fast_accum=False)
@@ -2656,8 +2721,10 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
             launches += [functools.partial(attention_inputs_triton, qkv, cos, sin, lambdas, ve),
                          functools.partial(attention_inputs_backward_triton, grads, qkv, cos, sin, lambdas, ve,
                                            rowwise_fp8=args.fp8_qkv)]
-        if args.fp8_qkv:  # fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
-            launches.append(functools.partial(row_scaled_transposed, x_f8, torch.zeros(rows, 1, device=device)))
+        if args.fp8_qkv:  # fp8_qkv_weight_grad's total scale and scaled copy of x's e4m3 copy
+            scales, total = torch.zeros(rows, 1, device=device), torch.ones((), device=device)
+            launches += [functools.partial(largest_product, scales, scales, WEIGHT_GRAD_X_SCALE_FLOOR),
+                         functools.partial(row_scaled_transposed, x_f8, scales, scales, total)]
     return launches
 
 

@@ -81,6 +81,7 @@ def main(argv: list[str]) -> int:
     results += add_rows_checks()
     results += fp8_mlp_checks()
     results += fp8_qkv_checks()
+    results += small_reductions_checks()
     results += attention_inputs_checks(tg, "track 1", 49152, 6)
     results += attention_inputs_checks(tm, "track 2", 65536, 8)
     results += medium_head_checks()
@@ -222,9 +223,13 @@ def fp8_qkv_checks() -> list[bool]:
     grad_x_exact = qkv.grad.flatten(-2).flatten(0, 1).double() @ w.detach().double()
     grad_w_emulated = tg.fp8_qkv_weight_grad(grad_f8.cpu(), grad_scale.cpu(), x_f8.cpu(), x_s.cpu())
     grad_w_exact = qkv.grad.flatten(-2).flatten(0, 1).double().T @ x.detach().flatten(0, 1).double()
-    multipliers = tg.weight_grad_x_scales(grad_scale, x_s)[1]
-    x_t = tg.row_scaled_transposed(x_f8, multipliers)
+    total, multipliers = tg.weight_grad_x_scales(grad_scale, x_s)
+    total_ours = tg.largest_product(grad_scale, x_s, tg.WEIGHT_GRAD_X_SCALE_FLOOR)
+    x_t = tg.row_scaled_transposed(x_f8, grad_scale, x_s, total_ours)
     x_t_torch = tg.to_float8(x_f8.float() * multipliers, 1.0, torch.float8_e4m3fn).T
+    with_nan = grad_scale.clone()
+    with_nan[grad_scale.numel() // 3] = float("nan")
+    nan_kept = tg.largest_product(with_nan, x_s, tg.WEIGHT_GRAD_X_SCALE_FLOOR).isnan().item()
     x_t_unequal = (x_t.view(torch.uint8) != x_t_torch.view(torch.uint8)).float().mean().item()
     qkv_weight_grad_times(3 * heads * head_dim, 768)
     print(f"FP8AttentionInputs: rowwise e4m3 gradient entries one step off rowwise_float8's: "
@@ -241,7 +246,9 @@ def fp8_qkv_checks() -> list[bool]:
             check("FP8AttentionInputs grad_w CUDA vs CPU emulation", relative_error(w.grad.cpu(), grad_w_emulated),
                   1e-3),
             check("FP8AttentionInputs grad_w vs exact", relative_error(w.grad.double(), grad_w_exact), 8e-2),
-            check("fp8_qkv_weight_grad's e4m3 copy of x bytes unequal to torch's cast", x_t_unequal, 1e-9)]
+            check("fp8_qkv_weight_grad's e4m3 copy of x bytes unequal to torch's cast", x_t_unequal, 1e-9),
+            check("largest_product vs torch's clamped amax", relative_error(total_ours, total), 1e-9),
+            check("largest_product keeps a NaN (1 = kept)", 1.0 - nan_kept, 1e-9)]
 
 
 def qkv_weight_grad_times(width: int, dim: int, tokens: int = 49152):
@@ -254,11 +261,31 @@ def qkv_weight_grad_times(width: int, dim: int, tokens: int = 49152):
     bf16_ms = do_bench(lambda: grad.T @ x)
     print(f"time QKV weight gradient at {tokens} tokens: fp8_qkv_weight_grad {op_ms * 1000:.1f} us, bf16 GEMM "
           f"{bf16_ms * 1000:.1f} us; its gradient's transpose {do_bench(lambda: tg.transposed(grad_f8)) * 1000:.1f} us")
-    multipliers = tg.weight_grad_x_scales(grad_scale, x_scale)[1]
+    total = tg.largest_product(grad_scale, x_scale, tg.WEIGHT_GRAD_X_SCALE_FLOOR)
     for launch in [tg.ROW_SCALED_TRANSPOSED_LAUNCH, (64, 4), (64, 8), (128, 8)]:  # BLOCK, num_warps
-        ms = do_bench(lambda: tg.row_scaled_transposed(x_f8, multipliers, launch=launch))
+        ms = do_bench(lambda: tg.row_scaled_transposed(x_f8, grad_scale, x_scale, total, launch=launch))
         print(f"time row_scaled_transposed of x ({tokens}, {dim}) e4m3 to e4m3, BLOCK={launch[0]} warps={launch[1]}: "
               f"{ms * 1000:.1f} us")
+
+
+def small_reductions_checks(tokens: int = 49152) -> list[bool]:
+    """column_sums against torch's sum, and the one-program reductions' times against the ATen ops they replace at a
+    micro-step's sizes: the lambdas' partial sums (attention_inputs_backward's, 2 tokens a program) and
+    fp8_qkv_weight_grad's total scale (largest_product of the two rowwise scales; checked in fp8_qkv_checks)."""
+    parts = torch.randn(tokens // 2, 2, device="cuda")
+    grad_scale, x_scale = (torch.rand(tokens, 1, device="cuda") + 0.01 for _ in range(2))
+    results = [check("column_sums vs torch's sum", relative_error(tg.column_sums(parts, torch.float32),
+                                                                  parts.double().sum(0)), 1e-6)]
+    times = [f"ATen {1000 * do_bench(lambda: parts.sum(0).to(torch.bfloat16)):.1f} us"]
+    for launch in [tg.COLUMN_SUMS_LAUNCH, (4096, 4), (16384, 16), (2048, 4)]:  # entries an iteration, num_warps
+        times.append(f"{launch} {1000 * do_bench(lambda: tg.column_sums(parts, torch.bfloat16, launch)):.1f} us")
+    print(f"time the lambdas' sums of {tokens // 2} x 2 partial sums: {', '.join(times)}")
+    times = [f"torch's ops {1000 * do_bench(lambda: tg.weight_grad_x_scales(grad_scale, x_scale)):.1f} us"]
+    for launch in [tg.LARGEST_PRODUCT_LAUNCH, (4096, 4), (16384, 16), (2048, 4)]:  # BLOCK, num_warps
+        ms = do_bench(lambda: tg.largest_product(grad_scale, x_scale, tg.WEIGHT_GRAD_X_SCALE_FLOOR, launch))
+        times.append(f"{launch} {1000 * ms:.1f} us")
+    print(f"time fp8_qkv_weight_grad's total scale at {tokens} tokens: {', '.join(times)}")
+    return results
 
 
 def fused_head_ce_checks() -> list[bool]:

@@ -1109,29 +1109,80 @@ def test_fp8_attention_inputs_forward_and_input_gradient_are_rowwise_fp8_product
     assert torch.equal(leaves[2].grad, reference[0].grad) and torch.equal(leaves[3].grad, reference[1].grad)
 
 
+def row_scale_pair(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two positive fp32 scales per row (rows x 1), as a gradient's and x's rowwise scales are."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(rows, 1, generator=gen) + 0.01, torch.rand(rows, 1, generator=gen) * 3 + 0.01
+
+
 @pytest.mark.parametrize("rows, cols, launch", [(70, 130, (64, 4)), (16, 64, (64, 4)), (33, 20, (16, 2))])
 @pytest.mark.parametrize("src_dtype", [torch.float8_e4m3fn, torch.bfloat16])
 def test_row_scaled_transposed_kernel_is_the_scaled_rows_transposed_and_saturated(interpreted_kernel, rows, cols,
                                                                                  launch, src_dtype):
-    """In fp32 (the interpreter's float8 casts misround): every entry times its row's multiplier, clamped to e4m3's
-    range, in the transposed place; partial blocks both ways; from training's e4m3 rows and from bf16."""
+    """In fp32 (the interpreter's float8 casts misround): every entry times its row's multiplier (the two scales'
+    product over the total, rounded as torch rounds it: the same bits), clamped to e4m3's range, in the transposed
+    place; partial blocks both ways; from training's e4m3 rows and from bf16."""
     gen = torch.Generator().manual_seed(11)
     t = torch.randn(rows, cols, generator=gen).to(src_dtype)
-    multipliers = torch.rand(rows, 1, generator=gen) * 300
-    multipliers[0] = 1e4  # row 0 saturates
-    out_t = train_gpt.row_scaled_transposed(t, multipliers, torch.float32, launch)
+    scales, other_scales = row_scale_pair(rows, 12)
+    scales[0] = 1e4  # row 0 saturates
+    total = torch.tensor(0.0123)
+    out_t = train_gpt.row_scaled_transposed(t, scales, other_scales, total, torch.float32, launch)
     assert out_t.shape == (cols, rows)
-    assert torch.equal(out_t, (t.float() * multipliers).clamp(-448, 448).T)
+    assert torch.equal(out_t, (t.float() * (scales * other_scales / total)).clamp(-448, 448).T)
     assert out_t[:, 0].abs().max() == 448
 
 
 def test_row_scaled_transposed_kernel_in_e4m3_is_torchs_cast_up_to_the_interpreters_rounding(interpreted_kernel):
     t = torch.randn(70, 130, generator=torch.Generator().manual_seed(12)).bfloat16()
-    multipliers = torch.rand(70, 1, generator=torch.Generator().manual_seed(13)) * 100
-    out_t = train_gpt.row_scaled_transposed(t, multipliers)
-    expected = train_gpt.to_float8(t.float() * multipliers, 1.0, torch.float8_e4m3fn).T
+    scales, other_scales = row_scale_pair(70, 13)
+    total = torch.tensor(0.05)
+    out_t = train_gpt.row_scaled_transposed(t, scales, other_scales, total)
+    expected = train_gpt.to_float8(t.float() * (scales * other_scales / total), 1.0, torch.float8_e4m3fn).T
     assert out_t.dtype == torch.float8_e4m3fn and float8_steps_apart(out_t, expected).all()
     assert (out_t.view(torch.uint8) != expected.view(torch.uint8)).float().mean() < 0.1
+
+
+@pytest.mark.parametrize("rows, launch", [(49, (16, 2)), (16, (16, 2)), (3, (8, 1)), (300, (128, 4))])
+def test_largest_product_kernel_is_torchs_clamped_amax(interpreted_kernel, rows, launch):
+    """The largest a * b over rows (several loop iterations, a partial last one, a row count under the block) and the
+    floor when every product is below it."""
+    a, b = row_scale_pair(rows, 14)
+    a[rows // 2] = 5.0  # the largest product inside, not at the ends
+    assert torch.equal(train_gpt.largest_product(a, b, 1e-30, launch), (a * b).amax().clamp_min(1e-30))
+    assert train_gpt.largest_product(a * 0, b, 1e-30, launch).item() == pytest.approx(1e-30)
+
+
+def test_largest_product_kernel_keeps_nan_as_amax_does(interpreted_kernel):
+    a, b = row_scale_pair(40, 15)
+    a[25] = float("nan")
+    assert (a * b).amax().isnan() and train_gpt.largest_product(a, b, 1e-30, (16, 2)).isnan()
+
+
+def test_qkv_weight_grads_gpu_path_makes_the_torch_paths_scaled_copy(interpreted_kernel):
+    """fp8_qkv_weight_grad's GPU path (largest_product, then row_scaled_transposed with the two scales) gives the
+    torch path's total and x's scaled copy bit for bit (weight_grad_x_scales's ops, in fp32)."""
+    grad = torch.randn(50, 96, generator=torch.Generator().manual_seed(16)) * 2.0 ** torch.arange(-25, 25)[:, None]
+    x = torch.randn(50, 64, generator=torch.Generator().manual_seed(17)).bfloat16()
+    (_, grad_scale), (x_f8, x_scale) = train_gpt.rowwise_float8(grad), train_gpt.rowwise_float8(x)
+    total, multipliers = train_gpt.weight_grad_x_scales(grad_scale, x_scale)
+    ours = train_gpt.largest_product(grad_scale, x_scale, train_gpt.WEIGHT_GRAD_X_SCALE_FLOOR, (16, 2))
+    assert torch.equal(ours, total)
+    x_t = train_gpt.row_scaled_transposed(x_f8.float(), grad_scale, x_scale, ours, torch.float32, (16, 2))
+    assert torch.equal(x_t, (x_f8.float() * multipliers).clamp(-448, 448).T)
+
+
+@pytest.mark.parametrize("rows, cols, launch", [(37, 2, (16, 2)), (8, 2, (16, 1)), (5, 72, (256, 4)),
+                                                (300, 3, (64, 2))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_column_sums_kernel_is_the_sums_along_the_rows(interpreted_kernel, rows, cols, launch, dtype):
+    """Several loop iterations and a partial last one, fewer rows than a block, columns padded to a power of two (72
+    to 128, 3 to 4); the sums in the dtype asked for."""
+    parts = torch.randn(rows, cols, generator=torch.Generator().manual_seed(18)) + torch.arange(cols)
+    sums = train_gpt.column_sums(parts, dtype, launch)
+    assert sums.dtype == dtype and sums.shape == (cols,)
+    rtol = 1e-5 if dtype == torch.float32 else 2 ** -7  # the interpreter's bf16 casts misround by a step
+    torch.testing.assert_close(sums.float(), parts.sum(0), rtol=rtol, atol=1e-5)
 
 
 def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
