@@ -1107,7 +1107,7 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
 ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows"])  # one build for every count of programs that left sums
 def column_sums_kernel(parts_ptr, sums_ptr, rows, cols, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
     """sums = parts.sum(0) in sums' dtype, for parts rows x cols (fp32, contiguous), in one program."""
     c = tl.arange(0, BLOCK_COLS)
@@ -1458,6 +1458,107 @@ def trace_autograd_functions_as_one_call():
         source = "".join(inspect.getsource(part) for part in (function, *parts))
         name = f"{function.__module__}.{function.__name__}"
         torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention output gate's logits: each head's from a token's first dims (a dozen), one Triton kernel each way; cuBLAS
+# gave this tiny product three cutlass GEMMs, two split-K reductions and two casts, ~35 us a layer on an H100
+
+
+@triton.jit
+def gate_logits_kernel(x_ptr, w_ptr, logits_ptr, tokens, DIMS: tl.constexpr, HEADS: tl.constexpr,
+                       BLOCK_TOKENS: tl.constexpr, BLOCK_DIMS: tl.constexpr, BLOCK_HEADS: tl.constexpr):
+    """logits = x @ w.T for a block of tokens (x: tokens x DIMS, w: HEADS x DIMS), in fp32, stored in logits' dtype."""
+    t = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
+    d, h = tl.arange(0, BLOCK_DIMS), tl.arange(0, BLOCK_HEADS)
+    x = tl.load(x_ptr + t[:, None] * DIMS + d[None, :], mask=(t < tokens)[:, None] & (d < DIMS)[None, :], other=0.0)
+    w = tl.load(w_ptr + h[:, None] * DIMS + d[None, :], mask=(h < HEADS)[:, None] & (d < DIMS)[None, :], other=0.0)
+    logits = tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+    tl.store(logits_ptr + t[:, None] * HEADS + h[None, :], logits.to(logits_ptr.dtype.element_ty),
+             mask=(t < tokens)[:, None] & (h < HEADS)[None, :])
+
+
+@triton.jit
+def gate_logits_backward_kernel(grad_ptr, x_ptr, w_ptr, grad_x_ptr, grad_w_parts_ptr, tokens, DIMS: tl.constexpr,
+                                HEADS: tl.constexpr, BLOCK_TOKENS: tl.constexpr, BLOCK_DIMS: tl.constexpr,
+                                BLOCK_HEADS: tl.constexpr):
+    """For a block of tokens: grad_x = grad @ w in grad_x's dtype, and the block's part of grad_w = grad.T @ x (fp32,
+    HEADS x DIMS a program, summed by column_sums)."""
+    t = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
+    d, h = tl.arange(0, BLOCK_DIMS), tl.arange(0, BLOCK_HEADS)
+    token_dims = (t < tokens)[:, None] & (d < DIMS)[None, :]
+    head_dims = (h < HEADS)[:, None] & (d < DIMS)[None, :]
+    grad = tl.load(grad_ptr + t[:, None] * HEADS + h[None, :], mask=(t < tokens)[:, None] & (h < HEADS)[None, :],
+                   other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + h[:, None] * DIMS + d[None, :], mask=head_dims, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + t[:, None] * DIMS + d[None, :], mask=token_dims, other=0.0).to(tl.float32)
+    grad_x = tl.sum(grad[:, :, None] * w[None, :, :], axis=1)
+    tl.store(grad_x_ptr + t[:, None] * DIMS + d[None, :], grad_x.to(grad_x_ptr.dtype.element_ty), mask=token_dims)
+    grad_w_part = tl.sum(grad[:, :, None] * x[:, None, :], axis=0)
+    tl.store(grad_w_parts_ptr + tl.program_id(0) * HEADS * DIMS + h[:, None] * DIMS + d[None, :], grad_w_part,
+             mask=head_dims)
+
+
+GATE_LOGITS_LAUNCH = (128, 4)  # BLOCK_TOKENS, num_warps
+
+
+def gate_logits_blocks(x: Tensor, w: Tensor, launch: tuple) -> dict:
+    """The kernels' block sizes (constexprs) and warps for x (tokens x dims) and w (heads x dims)."""
+    (block_tokens, num_warps), (heads, dims) = launch, w.shape
+    return dict(DIMS=dims, HEADS=heads, BLOCK_TOKENS=block_tokens, BLOCK_DIMS=triton.next_power_of_2(dims),
+                BLOCK_HEADS=triton.next_power_of_2(heads), num_warps=num_warps)
+
+
+def gate_logits_triton(x: Tensor, w: Tensor, launch: tuple = GATE_LOGITS_LAUNCH) -> Tensor:
+    tokens = x.size(0)
+    logits = x.new_empty(tokens, w.size(0))
+    gate_logits_kernel[(triton.cdiv(tokens, launch[0]),)](x, w, logits, tokens, **gate_logits_blocks(x, w, launch))
+    return logits
+
+
+def gate_logits_backward_triton(grad: Tensor, x: Tensor, w: Tensor,
+                                launch: tuple = GATE_LOGITS_LAUNCH) -> tuple[Tensor, Tensor]:
+    tokens, programs = x.size(0), triton.cdiv(x.size(0), launch[0])
+    grad_x, grad_w_parts = torch.empty_like(x), x.new_empty(programs, w.numel(), dtype=torch.float32)
+    gate_logits_backward_kernel[(programs,)](grad, x, w, grad_x, grad_w_parts, tokens,
+                                             **gate_logits_blocks(x, w, launch))
+    return grad_x, column_sums(grad_w_parts, w.dtype).view_as(w)
+
+
+@torch.library.custom_op("nanogpt::gate_logits", mutates_args=())
+def gate_logits(x: Tensor, w: Tensor) -> Tensor:
+    """x @ w.T (x: tokens x dims, contiguous; w: heads x dims) in x's dtype: the kernel on the GPU, torch elsewhere."""
+    return gate_logits_triton(x, w.contiguous()) if x.is_cuda else F.linear(x, w)
+
+
+@gate_logits.register_fake
+def _(x, w):
+    return x.new_empty(x.size(0), w.size(0))
+
+
+@torch.library.custom_op("nanogpt::gate_logits_backward", mutates_args=())
+def gate_logits_backward(grad: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+    """gate_logits' gradients for x and w, given the logits': the kernel and column_sums on the GPU, torch
+    elsewhere."""
+    if x.is_cuda:
+        return gate_logits_backward_triton(grad.contiguous(), x, w.contiguous())
+    return grad @ w, grad.T @ x
+
+
+@gate_logits_backward.register_fake
+def _(grad, x, w):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+def _gate_logits_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _gate_logits_grad(ctx, grad):
+    return gate_logits_backward(grad, *ctx.saved_tensors)
+
+
+gate_logits.register_autograd(_gate_logits_grad, setup_context=_gate_logits_setup_context)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1913,8 +2014,9 @@ class CausalSelfAttention(nn.Module):
         y = attend(q, k, v, mask, self.scale)
         # a sigmoid gate per head from the input's first dims (gated attention, Qiu et al. 2025; the 2025 records),
         # copied: a view would keep all of x in bf16 for the gate's backward, where FP8 keeps only x's e4m3 copy
-        gate_input = x[..., :self.gate_dim].contiguous()
-        y = y * torch.sigmoid(F.linear(gate_input, self.gate_w.type_as(x))).unsqueeze(-1)
+        gate_input = x[..., :self.gate_dim].flatten(0, 1).contiguous()
+        gate = torch.sigmoid(gate_logits(gate_input, self.gate_w.type_as(x))).view(B, T, self.num_heads, 1)
+        y = y * gate
         # bf16: in FP8 the gated y needs a rowwise cast (a row reduction, fused with the gate's product into a
         # kernel of its own), which cost what the FP8 GEMM saved (perf/NOTES.md, sessions 44 and 48)
         return y.flatten(2) @ self.qkvo_w[3].type_as(y)
@@ -2702,9 +2804,12 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     targets = torch.zeros(rows + 1, device=device, dtype=torch.int32)[1:]  # as train_batches' window[1:]
     sorted_ids, order = torch.zeros(rows, device=device, dtype=torch.int32).sort()  # the sorted window[:-1]
     table_sums = torch.zeros(vocab, dim, device=device)  # an embedding table's gradient sums, its bf16 rows' gradient
+    gate_input, gate_w = torch.zeros(rows, gate_width(dim), **bf16), torch.zeros(heads, gate_width(dim), **bf16)
     launches = [functools.partial(float8_both_ways, x, 1.0), functools.partial(float8_both_ways, w, 1.0),
                 functools.partial(softcap_ce_rows, logits, targets, 1.0, grad), functools.partial(transposed, grad),
-                functools.partial(add_rows_triton, table_sums, sorted_ids, order, x)]
+                functools.partial(add_rows_triton, table_sums, sorted_ids, order, x),
+                functools.partial(gate_logits_triton, gate_input, gate_w),
+                functools.partial(gate_logits_backward_triton, torch.zeros(rows, heads, **bf16), gate_input, gate_w)]
     if args.fp8_mlp or args.fp8_qkv:  # the MLP's float8_transposed of x and fp8_qkv_weight_grad's of its gradient:
         launches.append(functools.partial(transposed, x_f8))  # e4m3 both, one build (grad_y's e5m2 is grad's)
     if args.fp8_mlp:

@@ -82,6 +82,7 @@ def main(argv: list[str]) -> int:
     results += fp8_mlp_checks()
     results += fp8_qkv_checks()
     results += small_reductions_checks()
+    results += gate_logits_checks()
     results += attention_inputs_checks(tg, "track 1", 49152, 6)
     results += attention_inputs_checks(tm, "track 2", 65536, 8)
     results += medium_head_checks()
@@ -285,6 +286,31 @@ def small_reductions_checks(tokens: int = 49152) -> list[bool]:
         ms = do_bench(lambda: tg.largest_product(grad_scale, x_scale, tg.WEIGHT_GRAD_X_SCALE_FLOOR, launch))
         times.append(f"{launch} {1000 * ms:.1f} us")
     print(f"time fp8_qkv_weight_grad's total scale at {tokens} tokens: {', '.join(times)}")
+    return results
+
+
+def gate_logits_checks(tokens: int = 49152, heads: int = 6, dims: int = 12) -> list[bool]:
+    """The attention gate's logits op forward and backward (bf16, a micro-step's tokens) against fp64 torch and
+    against the bf16 linear layer it replaced, and both ways' times against that layer's (cuBLAS's cutlass GEMMs)."""
+    x = torch.randn(tokens, dims, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(heads, dims, device="cuda") * 0.3).bfloat16()
+    grad = (torch.randn(tokens, heads, device="cuda") * 1e-3).bfloat16()
+    ours = [t.clone().requires_grad_() for t in (x, w)]
+    theirs = [t.clone().requires_grad_() for t in (x, w)]
+    logits, linear = tg.gate_logits(*ours), F.linear(*theirs)
+    logits.backward(grad), linear.backward(grad)
+    x64, w64, grad64 = x.double(), w.double(), grad.double()
+    results = []
+    for name, got, cublas, exact in [("logits", logits, linear, x64 @ w64.T), ("x's gradient", ours[0].grad,
+                                      theirs[0].grad, grad64 @ w64), ("w's gradient", ours[1].grad, theirs[1].grad,
+                                                                      grad64.T @ x64)]:
+        results += [check(f"gate_logits {name} vs fp64", relative_error(got, exact), 4e-3),
+                    check(f"gate_logits {name} vs the bf16 linear layer", relative_error(got, cublas), 4e-3)]
+    leaves = [t.clone().requires_grad_() for t in (x, w)]
+    op_ms = do_bench(lambda: tg.gate_logits(*leaves).backward(grad))
+    linear_ms = do_bench(lambda: F.linear(*leaves).backward(grad))
+    print(f"time gate logits forward + backward at {tokens} tokens: the op {op_ms * 1000:.1f} us, the bf16 linear "
+          f"layer {linear_ms * 1000:.1f} us")
     return results
 
 

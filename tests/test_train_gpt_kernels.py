@@ -1185,6 +1185,60 @@ def test_column_sums_kernel_is_the_sums_along_the_rows(interpreted_kernel, rows,
     torch.testing.assert_close(sums.float(), parts.sum(0), rtol=rtol, atol=1e-5)
 
 
+def gate_case(tokens: int, heads: int, dims: int, dtype=torch.float32):
+    """The gate's input (tokens x dims), weight (heads x dims) and the logits' gradient (tokens x heads)."""
+    gen = torch.Generator().manual_seed(19)
+    return (torch.randn(tokens, dims, generator=gen).to(dtype), torch.randn(heads, dims, generator=gen).to(dtype),
+            torch.randn(tokens, heads, generator=gen).to(dtype))
+
+
+@pytest.mark.parametrize("tokens, heads, dims, launch", [(37, 6, 12, (16, 2)), (64, 6, 12, (64, 4)),
+                                                         (5, 2, 1, (16, 1)), (40, 8, 16, (8, 1))])
+def test_gate_logits_kernels_are_the_linear_layers_products(interpreted_kernel, tokens, heads, dims, launch):
+    """In fp32: the logits x @ w.T, x's gradient grad @ w and w's gradient grad.T @ x (the programs' parts summed by
+    column_sums); a partial last block of tokens, heads and dims padded to powers of two (6 to 8, 12 to 16), one dim
+    (a tiny model's gate)."""
+    x, w, grad = gate_case(tokens, heads, dims)
+    logits = train_gpt.gate_logits_triton(x, w, launch)
+    assert logits.shape == (tokens, heads) and logits.dtype == torch.float32
+    torch.testing.assert_close(logits, x @ w.T, rtol=1e-5, atol=1e-5)
+    grad_x, grad_w = train_gpt.gate_logits_backward_triton(grad, x, w, launch)
+    torch.testing.assert_close(grad_x, grad @ w, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad_w, grad.T @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_gate_logits_kernels_store_in_the_inputs_dtype(interpreted_kernel):
+    """Training's bf16: the logits and x's gradient in bf16 and w's in w's dtype, each within bf16's rounding (one
+    step more for the interpreter's casts) of the fp32 products."""
+    x, w, grad = gate_case(50, 6, 12, torch.bfloat16)
+    logits = train_gpt.gate_logits_triton(x, w)
+    grad_x, grad_w = train_gpt.gate_logits_backward_triton(grad, x, w)
+    for ours, exact in [(logits, x.float() @ w.float().T), (grad_x, grad.float() @ w.float()),
+                        (grad_w, grad.float().T @ x.float())]:
+        assert ours.dtype == torch.bfloat16
+        torch.testing.assert_close(ours.float(), exact, rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_gate_logits_op_on_the_cpu_is_the_linear_layer_with_its_gradients():
+    """The op's torch path gives F.linear's logits and autograd's gradients bit for bit (bf16, as in training)."""
+    x, w, grad = gate_case(20, 6, 12, torch.bfloat16)
+    ours = [t.clone().requires_grad_() for t in (x, w)]
+    theirs = [t.clone().requires_grad_() for t in (x, w)]
+    logits = train_gpt.gate_logits(*ours)
+    expected = F.linear(*theirs)
+    assert torch.equal(logits, expected)
+    logits.backward(grad), expected.backward(grad)
+    assert torch.equal(ours[0].grad, theirs[0].grad) and torch.equal(ours[1].grad, theirs[1].grad)
+
+
+@pytest.mark.parametrize("test_util", ["test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic"])
+def test_gate_logits_opcheck(test_util):
+    x, w, _ = gate_case(12, 6, 12)
+    args = (x.requires_grad_(), w.requires_grad_())
+    assert torch.library.opcheck(train_gpt.gate_logits, args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
 def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
     """Tokens whose gradients and inputs differ by 2^10 in size: the gradient's rowwise e4m3 values against x's
     rowwise e4m3 copy with each token's gradient and x scales on its row give the weight gradient to e4m3's
