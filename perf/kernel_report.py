@@ -48,9 +48,10 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16", "lambda_sums_ptr": "*fp32", "eps": "fp32",
              "diagonal": "fp32", "grad_f8_ptr": "*fp8e4nv", "grad_scale_ptr": "*fp32", "a_ptr": "*fp8e4nv",
              "grad_a_ptr": "*bf16", "a_scale_ptr": "*fp32", "a_t_ptr": "*fp8e4nv", "grad_h_ptr": "*fp8e5",
-             "grad_h_t_ptr": "*fp8e5", "inverse_scale": "fp32", "limit": "fp32", "multipliers_ptr": "*fp32",
+             "grad_h_t_ptr": "*fp8e5", "inverse_scale": "fp32", "limit": "fp32", "scales_ptr": "*fp32",
              "out_t_ptr": "*fp8e4nv", "sums_ptr": "*fp32", "sorted_ids_ptr": "*i32", "order_ptr": "*i64",
-             "rows_ptr": "*bf16"}
+             "rows_ptr": "*bf16", "other_scales_ptr": "*fp32", "total_ptr": "*fp32", "parts_ptr": "*fp32",
+             "w_ptr": "*bf16", "grad_x_ptr": "*bf16", "grad_w_parts_ptr": "*fp32"}
 FP16_SYM_MATMUL = {name: "*fp16" for name in ("x_ptr", "y_ptr", "c_ptr", "out_ptr")}  # track 2's orthogonalize
 # the FP8 head's x (bf16) and weight (fp32) to e4m3 both ways; fp8_qkv_weight_grad's scaled copy of x's e4m3 copy
 FLOAT8_BOTH_WAYS = [(dict(ROUND_TO_BF16=src == "*bf16", BLOCK=64), 4, {"src_ptr": src, "out_ptr": "*fp8e4nv"})
@@ -66,6 +67,11 @@ RELU_SQUARE_UP = [(dict(K=768, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8,
                    {"x_desc": "tensordesc<fp8e4nv[128, 128]>", "w_desc": "tensordesc<fp8e4nv[256, 128]>",
                     "a_desc": "tensordesc<fp8e4nv[128, 256]>", "x_scale_ptr": "*fp32", "w_scale_ptr": "*fp32",
                     "a_max": "fp32"}, 4)]
+# column_sums at COLUMN_SUMS_LAUNCH: the lambdas' sums (2 columns, fp32) and the gate weight's gradient (6 x 12
+# columns padded to 128, in w's bf16)
+COLUMN_SUMS = [(dict(BLOCK_ROWS=16384 // block_cols, BLOCK_COLS=block_cols), 16, {"sums_ptr": dtype})
+               for block_cols, dtype in ((2, "*fp32"), (128, "*bf16"))]
+GATE_LOGITS = [(dict(DIMS=12, HEADS=6, BLOCK_TOKENS=128, BLOCK_DIMS=16, BLOCK_HEADS=8), 4)]  # 6 heads, 12 dims
 # script: kernel name: its launch configurations there, as (constexprs, num_warps[, argument types[, stages]])
 CONFIGS = {
     "train_gpt.py": {
@@ -79,6 +85,11 @@ CONFIGS = {
         "attention_inputs_kernel": ATTENTION_INPUTS,
         "attention_inputs_backward_kernel": TOKENS_BACKWARD,
         "add_rows_kernel": [(dict(BLOCK_TOKENS=32, BLOCK_COLS=256), 4)],
+        "column_sums_kernel": COLUMN_SUMS,
+        "largest_product_kernel": [(dict(BLOCK=16384), 16, {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32",
+                                                            "floor": "fp32"})],
+        "gate_logits_kernel": GATE_LOGITS,
+        "gate_logits_backward_kernel": [(*GATE_LOGITS[0][:2], {"grad_ptr": "*bf16"})],
     },
     "train_gpt_medium.py": {
         "sym_matmul_kernel": [(dict(HAS_C=False, BLOCK_M=128, BLOCK_K=64), 8, FP16_SYM_MATMUL)],
