@@ -170,8 +170,11 @@ def default_script_name(log):
 
 
 def write_script(log, out, force):
-    """Write the embedded source to ``out``; refuse to clobber a different file unless forced."""
+    """Write the embedded source to ``out``; refuse to clobber a different file unless forced, and the log itself
+    always (--force would have replaced the record by its script)."""
     out = Path(out)
+    if out.exists() and out.samefile(log.path):
+        raise ToolError(f"{out} is the log itself: write the script to another file (-o)")
     if out.exists() and out.read_bytes() != log.source and not force:
         raise ToolError(f"{out} exists and differs from the script in {log.path} (use --force)")
     out.write_bytes(log.source)
@@ -571,6 +574,17 @@ def cmd_compare(args):
     return 0
 
 
+def val_loss_target(text):
+    """--target's value: a finite positive loss (nan compared false with every loss: no run would reach it)."""
+    try:
+        target = float(text)
+    except ValueError:
+        target = math.nan
+    if not math.isfinite(target) or target <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a val loss: give a finite positive number, e.g. 3.28")
+    return target
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="records/tool.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -598,7 +612,7 @@ def build_parser():
     compare = commands.add_parser("compare", help="table and statistics of runs; a folder is a group")
     compare.add_argument("logs", nargs="+", metavar="LOG_OR_DIR",
                          help="run logs (together one group) and folders (one group each)")
-    compare.add_argument("--target", type=float, default=3.28, help="val loss target (default 3.28)")
+    compare.add_argument("--target", type=val_loss_target, default=3.28, help="val loss target (default 3.28)")
     compare.add_argument("--png", help="also plot val loss curves to this PNG")
     compare.set_defaults(func=cmd_compare)
     return parser

@@ -176,6 +176,19 @@ def test_extract_refuses_to_overwrite_a_different_file(tmp_path):
     assert tool("extract", log, cwd=tmp_path).returncode == 0  # identical file: fine
 
 
+@pytest.mark.parametrize("command", ["extract", "rerun"])
+def test_extract_and_rerun_never_write_the_script_over_the_log_itself(tmp_path, command):
+    """-o naming the log (also by another path to it), even with --force: one error line, the log kept."""
+    log = make_log(tmp_path / "logs" / "run.txt")
+    before = log.read_bytes()
+    for out in (log, tmp_path / "logs" / ".." / "logs" / "run.txt"):
+        result = tool(command, log, "-o", out, "--force")
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines()[-1] == f"error: {out} is the log itself: write the script to " \
+                                                         f"another file (-o)"
+        assert log.read_bytes() == before
+
+
 def test_rerun_dry_run_without_mismatch(tmp_path):
     log = make_log(tmp_path / "run.txt", env=this_environment())
     result = tool("rerun", "--dry-run", log)
@@ -394,6 +407,18 @@ def test_compare_reports_where_the_validations_first_reach_the_target(tmp_path):
     assert re.search(rf"^{re.escape(str(reached))}\s.*\s{expected}\s*$", result.stdout, re.M), result.stdout
     result = tool("compare", missed, "--target", "3.28")
     assert re.search(rf"^{re.escape(str(missed))}\s.*33512\s+n/a\s+n/a\s*$", result.stdout, re.M), result.stdout
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-inf", "0", "-1", "3,28"])
+def test_compare_refuses_a_target_that_is_not_a_loss(tmp_path, target):
+    """nan compares false with every loss (no run would reach it), inf and the rest are not losses: one error line
+    from the parser, before any log is read."""
+    log = make_log(tmp_path / "run.txt")
+    result = tool("compare", log, f"--target={target}")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines()[-1] == (f"records/tool.py compare: error: argument --target: "
+                                                      f"'{target}' is not a val loss: give a finite positive "
+                                                      f"number, e.g. 3.28")
 
 
 def test_compare_counts_a_loss_equal_to_the_target_and_a_first_validation_as_reaching_it(tmp_path):
