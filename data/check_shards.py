@@ -13,7 +13,8 @@ scripts), when it holds no tokens, when a token id is >= 50257 (outside GPT-2's
 vocabulary), or when it does not start with EOT (50256). Train shards are exempt from
 the last rule: shards are filled to an exact size, so a train shard may begin with
 the rest of a document from the previous shard (its line then says "starts
-mid-document"); a val shard must start at a document.
+mid-document"); a val shard must start at a document. A train shard must still hold an
+EOT somewhere: training starts each sequence at one.
 """
 
 import argparse
@@ -71,6 +72,9 @@ def check(path: str) -> tuple:
         if stats["first_token"] != shards.EOT and not is_train_shard(path):
             issues.append(f"first token is {stats['first_token']}, not {shards.EOT} "
                           f"(every document starts with EOT)")
+        elif stats["documents"] == 0:
+            issues.append(f"holds no EOT ({shards.EOT}): training starts each sequence at one, so it reads nothing "
+                          f"from this shard")
     if issues:
         return None, f"{path}: {', '.join(issues)}; {shards.FIX}"
     return stats, None

@@ -149,3 +149,16 @@ def test_only_the_file_name_makes_a_train_shard(tmp_path):
     code, out, err = check(path)
     assert code == 1
     assert err == [f"error: {path}: first token is 40, not 50256 (every document starts with EOT); {FIX}"]
+
+
+def test_a_train_shard_without_any_eot_is_bad(tmp_path):
+    """Training starts each sequence at an EOT, so it reads nothing from such a shard (its own check then says to
+    check the shards here); one EOT anywhere, even not first, makes it good."""
+    path = tmp_path / "x_train_000001.bin"
+    shards.write_shard(path, [40, 41, 42])
+    code, out, err = check(path)
+    assert code == 1
+    assert err == [f"error: {path}: holds no EOT (50256): training starts each sequence at one, so it reads nothing "
+                   f"from this shard; {FIX}"]
+    shards.write_shard(path, [40, 41, EOT, 42])
+    assert check(path)[0] == 0
