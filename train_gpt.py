@@ -3461,21 +3461,30 @@ def prints_errors(error: Exception) -> bool:
         return True
 
 
+def out_of_memory_phase(error: RuntimeError) -> tuple[str, str]:
+    """Where the run ran out of memory, by the functions its traceback passes through, and the settings to lower
+    there: building the model and optimizers (their sizes), validation (its sequence length) or training (its)."""
+    codes = {frame.f_code for frame, _ in traceback.walk_tb(error.__traceback__)}
+    if codes & {GPT.__init__.__code__, build_optimizers.__code__}:
+        return "building the model", ("lower --model_dim, --num_layers, --mlp_ratio or --vocab_size (the model's "
+                                      "size: they change the method)")
+    if inspect.unwrap(evaluate).__code__ in codes:  # not no_grad's wrapper, which the optimizers' steps share
+        return "in validation", "lower --val_seq_len (a multiple of 128 that divides --val_tokens / world size)"
+    return "in training", ("lower --train_seq_len (a multiple of 128; a shorter sequence changes the batch and so the "
+                           "result)")
+
+
 def exit_with_out_of_memory(error: RuntimeError):
-    """A GPU (or, in a CPU run, the machine) too small for the settings: one line naming the setting to lower
-    (validation's own when validation ran out), on the console of each rank that ran out and as the log's last line;
-    exit code 2."""
-    validation = inspect.unwrap(evaluate).__code__  # not no_grad's wrapper, which the optimizers' steps share
-    in_validation = any(frame.f_code is validation for frame, _ in traceback.walk_tb(error.__traceback__))
-    fix = ("lower --val_seq_len (a multiple of 128 that divides --val_tokens / world size)" if in_validation else
-           "lower --train_seq_len (a multiple of 128; a shorter sequence changes the batch and so the result)")
+    """A GPU (or, in a CPU run, the machine) too small for the settings: one line naming the settings to lower
+    (out_of_memory_phase), on the console of each rank that ran out and as the log's last line; exit code 2."""
+    where, fix = out_of_memory_phase(error)
     gpu, first_line = isinstance(error, torch.OutOfMemoryError), next(iter(str(error).splitlines()), "")
     first_line = first_line if gpu else first_line.split("DefaultCPUAllocator: ")[-1]  # after its source position
     torch_says = ". ".join(first_line.split(". ")[:3]).rstrip(".")
     world_size, rank, _ = launch_ranks()  # valid: main checked them before anything could run out of memory
     who = f"rank {rank}: " if world_size > 1 else ""
-    line = (f"error: {who}out of {'GPU' if gpu else 'CPU'} memory in {'validation' if in_validation else 'training'} "
-            f"({torch_says}); {fix}, or stop the {'GPU' if gpu else 'machine'}'s other processes")
+    line = (f"error: {who}out of {'GPU' if gpu else 'CPU'} memory {where} ({torch_says}); {fix}, or stop the "
+            f"{'GPU' if gpu else 'machine'}'s other processes")
     ERROR_LOG.write(line, console=False)
     print(line, file=sys.stderr)
     sys.exit(2)

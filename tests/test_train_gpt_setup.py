@@ -644,6 +644,33 @@ def test_out_of_gpu_memory_ends_in_one_line_naming_the_setting_to_lower(script, 
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
 
 
+def raise_out_of_memory(*args, **kwargs):
+    raise torch.OutOfMemoryError(TORCH_OOM)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("part", ["model", "optimizers"])
+def test_out_of_memory_building_the_model_names_its_size_settings(script, part, tmp_path, monkeypatch, capsys):
+    """Out of memory while the model or its optimizers are built (a block's MLP, Muon's state): the sequence length
+    would not help, the model's size settings would."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    script.end_log_with_errors(script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py"))
+    args = script.parse_args(["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"])
+    monkeypatch.setattr(script, "MLP" if part == "model" else "Muon", raise_out_of_memory)
+    with pytest.raises(torch.OutOfMemoryError) as raised:
+        script.build_optimizers(script.GPT(args), args, script.Comm(0, 1))
+    with pytest.raises(SystemExit) as exited:
+        script.exit_with_out_of_memory(raised.value)
+    line = ("error: out of GPU memory building the model (CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+            "a total capacity of 23.55 GiB of which 1.20 GiB is free); lower --model_dim, --num_layers, --mlp_ratio "
+            "or --vocab_size (the model's size: they change the method), or stop the GPU's other processes")
+    assert exited.value.code == 2
+    assert capsys.readouterr() == ("", line + "\n")
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
+
+
 CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
            "allocate 4398046511104 bytes. Error code 12 (Cannot allocate memory)")  # torch 2.13's, for 4 TiB
 RUN_WITH_BACKWARD_OUT_OF_MEMORY = """
