@@ -2583,6 +2583,19 @@ def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 
+# cuBLASLt without a workspace of its own: with torch's 32 MiB (shared with cuBLAS) its FP8 GEMM kernels scheduled
+# their tiles through counters that a memset zeroed before each call (90 a micro-step); without, the same tiles run on
+# a static schedule (nvjet's "ssched") and the full batch ran 1.2-2.2 ms a step faster (H100, perf/NOTES.md, session
+# 71). Torch reads both once, at its first cuBLASLt GEMM.
+CUBLASLT_SETTINGS = {"CUBLASLT_WORKSPACE_SIZE": "0", "TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0"}  # KiB; off
+
+
+def configure_cublaslt():
+    """CUBLASLT_SETTINGS where the environment does not say otherwise: before any GEMM runs."""
+    for name, value in CUBLASLT_SETTINGS.items():
+        os.environ.setdefault(name, value)
+
+
 def ptxas_in_use() -> str:
     """The ptxas that builds this process's GPU kernels (ours and inductor's), as Triton picks it: below sm_100,
     Triton 3.6-3.8 take TRITON_PTXAS_PATH's (else their own); Triton 3.9 builds sm_90 and newer with its own
@@ -2601,7 +2614,8 @@ def environment() -> dict:
     return dict(python=platform.python_version(), torch=torch.__version__,
                 cuda=torch.version.cuda or "none", triton=triton.__version__,
                 gpu=f"{gpus[0]} x{len(gpus)}" if gpus else "none",
-                ptxas=ptxas_in_use())
+                ptxas=ptxas_in_use(),
+                cublaslt=" ".join(f"{name}={os.environ.get(name, 'unset')}" for name in CUBLASLT_SETTINGS))
 
 
 def launch_command(world_size: int) -> str:
@@ -3357,6 +3371,7 @@ def main():
         return
 
     configure_triton_builds()  # before any of our kernels is built
+    configure_cublaslt()
     device, comm = init_distributed(args, rank, local_rank, world_size)
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)

@@ -25,8 +25,9 @@ from bench_common import no_gpu_error, usage_or_error  # noqa: E402
 
 # At import, so that checks called from other code build as training does too: session 63 called them from code of
 # its own, Triton's bundled ptxas built their kernels, and two failed, one as that ptxas's builds had failed before
-# (perf/NOTES.md, sessions 14 and 64)
+# (perf/NOTES.md, sessions 14 and 64); and the GEMMs they time run on cuBLASLt as in training
 tg.configure_triton_builds()
+tg.configure_cublaslt()
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

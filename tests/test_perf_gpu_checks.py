@@ -68,10 +68,12 @@ def test_without_a_gpu_it_is_one_line_naming_the_missing_gpu(repo_root, capsys, 
 
 def test_importing_the_checks_configures_triton_builds_as_training_does(repo_root):
     """Code that calls the checks without main() builds their kernels as training does (torch's ptxas where it has
-    one, FMA contraction): configure_triton_builds runs at import. Its FMA setting shows on any machine."""
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_DEFAULT_FP_FUSION"}
-    code = "import os, gpu_checks; print(os.environ.get('TRITON_DEFAULT_FP_FUSION'))"
+    one, FMA contraction) and runs cuBLASLt as training does: configure_triton_builds and configure_cublaslt run at
+    import. Their settings show on any machine."""
+    names = ("TRITON_DEFAULT_FP_FUSION", "CUBLASLT_WORKSPACE_SIZE", "TORCH_CUBLASLT_UNIFIED_WORKSPACE")
+    env = {name: value for name, value in os.environ.items() if name not in names}
+    code = f"import os, gpu_checks; print([os.environ.get(name) for name in {names}])"
     result = subprocess.run([sys.executable, "-c", code], cwd=repo_root / "perf", env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "1"
+    assert result.stdout.strip().splitlines()[-1] == "['1', '0', '0']"

@@ -49,7 +49,9 @@ def data(tmp_path_factory):
 
 
 def run(args, processes=1, cwd=REPO_ROOT):
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    unset = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "CUBLASLT_WORKSPACE_SIZE",
+             "TORCH_CUBLASLT_UNIFIED_WORKSPACE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     launcher = [sys.executable]
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
@@ -98,6 +100,7 @@ def test_two_processes_lower_the_val_loss(two_process_run):
     assert result.stdout.count("log: ") == 1
     assert result.stdout.count("step:6/6 val_loss:") == 1
     assert "world_size: 2" in log.decode()
+    assert "cublaslt: CUBLASLT_WORKSPACE_SIZE=0 TORCH_CUBLASLT_UNIFIED_WORKSPACE=0" in log.decode()  # main set them
     assert "command: torchrun --standalone --nproc_per_node=2 " in log.decode()
 
 

@@ -459,6 +459,24 @@ def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, tr
     assert script.environment()["ptxas"].startswith(bundled_ptxas("ptxas") + " (CUDA ")
 
 
+@pytest.mark.parametrize("user_size", [None, "4096"])
+def test_cublaslt_runs_without_a_workspace_unless_the_user_says(user_size, monkeypatch):
+    """Track 1's FP8 GEMMs ran faster with cuBLASLt's workspace 0 and not shared with cuBLAS (no split-K memsets);
+    a size the user set stays, and the log's header says what was in effect."""
+    for name in train_gpt.CUBLASLT_SETTINGS:
+        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
+        monkeypatch.delenv(name)
+    assert train_gpt.environment()["cublaslt"] == ("CUBLASLT_WORKSPACE_SIZE=unset "
+                                                   "TORCH_CUBLASLT_UNIFIED_WORKSPACE=unset")
+    if user_size is not None:
+        monkeypatch.setenv("CUBLASLT_WORKSPACE_SIZE", user_size)
+    train_gpt.configure_cublaslt()
+    assert os.environ["CUBLASLT_WORKSPACE_SIZE"] == (user_size or "0")
+    assert os.environ["TORCH_CUBLASLT_UNIFIED_WORKSPACE"] == "0"
+    assert train_gpt.environment()["cublaslt"] == (f"CUBLASLT_WORKSPACE_SIZE={user_size or 0} "
+                                                   "TORCH_CUBLASLT_UNIFIED_WORKSPACE=0")
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
 def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(script):
     torch._dynamo.reset()  # the other case compiled the same code: trace it again here
