@@ -461,7 +461,7 @@ def test_without_an_executable_torch_ptxas_triton_keeps_its_own(script, case, tr
 
 @pytest.mark.parametrize("user_size", [None, "4096"])
 def test_cublaslt_runs_without_a_workspace_unless_the_user_says(user_size, monkeypatch):
-    """Track 1's FP8 GEMMs ran faster with cuBLASLt's workspace 0 and not shared with cuBLAS (no split-K memsets);
+    """Track 1's FP8 GEMMs ran faster with cuBLASLt's workspace 0, not shared with cuBLAS (no memset before each);
     a size the user set stays, and the log's header says what was in effect."""
     for name in train_gpt.CUBLASLT_SETTINGS:
         monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
