@@ -1,0 +1,112 @@
+"""Track 1's attention output projection with its gate: out = (y * gate) @ W at a proxy micro-step's 49,152 tokens,
+y the attention's output (tokens x 6 heads x 128, bf16), gate one sigmoid value a token and head (bf16), W the
+projection (768 x 768, bf16). Training runs the gate's product as a pass of its own (inductor's, 47.7 us a layer a
+micro-step in session 70's census on an H100), then cuBLAS's GEMM (~97 us). The candidate, gated_matmul_kernel: one
+Triton GEMM that scales each head's slice of y by its gate as it loads it (the bf16 products the GEMM gets now, never
+stored). Folding the gate into the projection pays if the kernel runs within the pass's time of cuBLAS's GEMM: the
+first question of that lever (perf/NOTES.md, session 71), before its backward is built.
+
+python perf/gate_out_bench.py [--tiny]  ->  one line a way: us for out, and its largest error from fp64 relative to
+the largest entry: compiled (y * gate) @ W as training runs it; cuBLAS's GEMM of the gated y alone; the gate's product
+alone; gated_matmul_kernel at each launch of GATED_MATMUL_LAUNCHES. --tiny: small shapes in fp32 on the CPU, timed by
+the clock, the kernel under Triton's interpreter (whose bf16 dots came out ~1e10 off in Triton 3.6; its fp32 dots
+round as tf32) with partial tiles (the test runs this). --help prints this.
+"""
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
+
+GATED_MATMUL_LAUNCHES = [(128, 128, 8, 8, 3), (128, 256, 8, 8, 3), (128, 128, 8, 4, 4), (256, 128, 8, 8, 3),
+                         (64, 256, 8, 4, 4), (128, 64, 8, 4, 4)]  # BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages
+TINY_GATED_MATMUL_LAUNCHES = [(32, 32, 2, 4, 1)]
+
+
+@triton.jit
+def gated_matmul_kernel(y_ptr, gate_ptr, w_ptr, out_ptr, tokens, dim, HEADS: tl.constexpr,
+                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """One BLOCK_M x BLOCK_N tile of out: over the heads, y's head slice times its gate (in fp32, rounded to W's
+    dtype, bf16 in training, as the product pass stores it) into a dot with W's rows of that head. Tiles ordered in groups of GROUP_M rows
+    of tiles, so that a group's programs share their y rows in L2."""
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(dim, BLOCK_N)
+    first_m = (pid // (GROUP_M * tiles_n)) * GROUP_M
+    group_rows = tl.minimum(tl.cdiv(tokens, BLOCK_M) - first_m, GROUP_M)
+    tile_m = first_m + (pid % (GROUP_M * tiles_n)) % group_rows
+    tile_n = (pid % (GROUP_M * tiles_n)) // group_rows
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    row_ok, col_ok = rows < tokens, cols < dim
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for head in range(HEADS):
+        y = tl.load(y_ptr + rows[:, None] * (HEADS * HEAD_DIM) + head * HEAD_DIM + dims[None, :],
+                    mask=row_ok[:, None], other=0.0)
+        gate = tl.load(gate_ptr + rows * HEADS + head, mask=row_ok, other=0.0)
+        gated = (y.to(tl.float32) * gate.to(tl.float32)[:, None]).to(w_ptr.dtype.element_ty)
+        w = tl.load(w_ptr + (head * HEAD_DIM + dims)[:, None] * dim + cols[None, :], mask=col_ok[None, :], other=0.0)
+        acc = tl.dot(gated, w, acc)
+    tl.store(out_ptr + rows[:, None] * dim + cols[None, :], acc.to(tl.bfloat16),
+             mask=row_ok[:, None] & col_ok[None, :])
+
+
+def gated_matmul(y: torch.Tensor, gate: torch.Tensor, w: torch.Tensor, launch: tuple) -> torch.Tensor:
+    """(y * gate) @ w by gated_matmul_kernel: y (tokens, heads, head_dim), gate (tokens, heads), w (heads * head_dim,
+    dim), all contiguous and of one dtype."""
+    tokens, heads, head_dim = y.shape
+    dim = w.shape[1]
+    block_m, block_n, group_m, warps, stages = launch
+    out = y.new_empty(tokens, dim)
+    grid = (triton.cdiv(tokens, block_m) * triton.cdiv(dim, block_n),)
+    gated_matmul_kernel[grid](y, gate, w, out, tokens, dim, HEADS=heads, HEAD_DIM=head_dim, BLOCK_M=block_m,
+                              BLOCK_N=block_n, GROUP_M=group_m, num_warps=warps, num_stages=stages)
+    return out
+
+
+def gate_product(y: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    return (y * gate[..., None]).flatten(1)
+
+
+def gated_projection(y: torch.Tensor, gate: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The model's way (CausalSelfAttention.forward): the gate's product, then the projection."""
+    return gate_product(y, gate) @ w
+
+
+def largest_error(out: torch.Tensor, exact: torch.Tensor) -> float:
+    return ((out.double() - exact).abs().max() / exact.abs().max()).item()
+
+
+def main(argv: list[str]) -> int:
+    if (answer := tiny_bench_refusal(argv, __doc__, "perf/gate_out_bench.py")) is not None:
+        return answer
+    tiny = "--tiny" in argv
+    device = "cpu" if tiny else "cuda"
+    tokens, heads, head_dim, dim = (100, 2, 32, 80) if tiny else (49152, 6, 128, 768)
+    dtype = torch.float32 if tiny else torch.bfloat16
+    gen = torch.Generator(device).manual_seed(0)
+    y = torch.randn(tokens, heads, head_dim, device=device, generator=gen).to(dtype)
+    gate = torch.rand(tokens, heads, device=device, generator=gen).to(dtype)
+    w = (torch.randn(heads * head_dim, dim, device=device, generator=gen) / (heads * head_dim) ** 0.5).to(dtype)
+    exact = (y.double() * gate.double()[..., None]).flatten(1) @ w.double()
+    gated = gate_product(y, gate)
+    ways = [("compiled (y * gate) @ W, as training runs it", torch.compile(gated_projection), (y, gate, w), True),
+            ("cuBLAS's GEMM of the gated y alone", torch.matmul, (gated, w), True),
+            ("the gate's product alone (compiled)", torch.compile(gate_product), (y, gate), False)]
+    for name, run, inputs, makes_out in ways:
+        error = f", largest error {largest_error(run(*inputs), exact):.1e} of the largest entry" if makes_out else ""
+        print(f"{name}: {timed_us(lambda: run(*inputs), tiny):.1f} us{error}")
+    for launch in TINY_GATED_MATMUL_LAUNCHES if tiny else GATED_MATMUL_LAUNCHES:
+        error = largest_error(gated_matmul(y, gate, w, launch), exact)
+        us = timed_us(lambda: gated_matmul(y, gate, w, launch), tiny)
+        print(f"gated_matmul_kernel BLOCK_M={launch[0]} BLOCK_N={launch[1]} GROUP_M={launch[2]} warps={launch[3]} "
+              f"stages={launch[4]}: {us:.1f} us, largest error {error:.1e} of the largest entry")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

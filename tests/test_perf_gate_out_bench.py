@@ -1,0 +1,28 @@
+"""perf/gate_out_bench.py on small shapes on the CPU (--tiny, the kernel under Triton's interpreter, fp32, partial
+tiles): every way is timed, and each that makes the projection's output is checked against fp64 (the GPU numbers come
+from the device). Run in this process, so that the interpreter fixture's patch applies."""
+
+import re
+import sys
+
+
+def test_tiny_run_times_every_way_and_the_kernel_matches_the_projection(repo_root, require_interpreted, capsys):
+    sys.path.insert(0, str(repo_root / "perf"))
+    import gate_out_bench
+    require_interpreted(gate_out_bench.gated_matmul_kernel)
+    assert gate_out_bench.main(["--tiny"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    errors = {}
+    for line in lines:
+        match = re.fullmatch(r"(.+): [\d.]+ us(, largest error ([\d.e+-]+) of the largest entry)?", line)
+        assert match, line
+        errors[match[1]] = float(match[3]) if match[3] else None
+    launch = gate_out_bench.TINY_GATED_MATMUL_LAUNCHES[0]
+    kernel = (f"gated_matmul_kernel BLOCK_M={launch[0]} BLOCK_N={launch[1]} GROUP_M={launch[2]} warps={launch[3]} "
+              f"stages={launch[4]}")
+    assert list(errors) == ["compiled (y * gate) @ W, as training runs it", "cuBLAS's GEMM of the gated y alone",
+                            "the gate's product alone (compiled)", kernel]
+    assert errors["the gate's product alone (compiled)"] is None
+    assert errors["compiled (y * gate) @ W, as training runs it"] < 1e-5  # fp32 on the CPU
+    # the interpreter's fp32 dot rounds its inputs as tf32 (2^-11); a wrong tile, head or gate is off by O(1)
+    assert errors[kernel] < 1e-2
