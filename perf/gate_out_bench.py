@@ -3,13 +3,17 @@ y the attention's output (tokens x 6 heads x 128, bf16), gate one sigmoid value 
 projection (768 x 768, bf16). Training runs the gate's product as a pass of its own (inductor's, 47.7 us a layer a
 micro-step in session 70's census on an H100), then cuBLAS's GEMM (~97 us). The candidate, gated_matmul_kernel: one
 Triton GEMM that scales each head's slice of y by its gate as it loads it (the bf16 products the GEMM gets now, never
-stored). Folding the gate into the projection pays if the kernel runs within the pass's time of cuBLAS's GEMM: the
-first question of that lever (perf/NOTES.md, session 71), before its backward is built.
+stored). The backward's weight gradient needs the gated y again: gated_weight_grad_kernel rebuilds it the same way
+as it loads y (the tokens split over programs, the splits' fp32 parts summed after; cuBLAS's split-K GEMM took ~86
+us). Folding the gate into the projection pays if both kernels run within the product pass's time of cuBLAS's GEMMs:
+the first question of that lever (perf/NOTES.md, session 71), before the op is built.
 
-python perf/gate_out_bench.py [--tiny]  ->  one line a way: us for out, and its largest error from fp64 relative to
-the largest entry: compiled (y * gate) @ W as training runs it; cuBLAS's GEMM of the gated y alone; the gate's product
-alone; gated_matmul_kernel at each launch of GATED_MATMUL_LAUNCHES. --tiny: small shapes in fp32 on the CPU, timed by
-the clock, the kernel under Triton's interpreter (whose bf16 dots came out ~1e10 off in Triton 3.6; its fp32 dots
+python perf/gate_out_bench.py [--tiny]  ->  one line a way: us, and the output's largest error from fp64 relative to
+its largest entry. The projection: compiled (y * gate) @ W as training runs it; cuBLAS's GEMM of the gated y alone;
+the gate's product alone; gated_matmul_kernel at each launch of GATED_MATMUL_LAUNCHES. The weight gradient: compiled
+(y * gate)^T @ grad; cuBLAS's GEMM of the gated y alone; gated_weight_grad_kernel at each launch of
+WEIGHT_GRAD_LAUNCHES (with the parts' sum and cast). --tiny: small shapes in fp32 on the CPU, timed by
+the clock, the kernels under Triton's interpreter (whose bf16 dots came out ~1e10 off in Triton 3.6; its fp32 dots
 round as tf32) with partial tiles (the test runs this). --help prints this.
 """
 import sys
@@ -29,6 +33,11 @@ from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
 GATED_MATMUL_LAUNCHES = [(128, 128, 8, 8, 3), (128, 256, 8, 8, 2), (64, 128, 8, 4, 3), (128, 128, 16, 8, 2),
                          (64, 256, 8, 4, 2), (128, 64, 8, 4, 4)]
 TINY_GATED_MATMUL_LAUNCHES = [(32, 32, 2, 4, 1)]
+# BLOCK_T, BLOCK_N, splits (of the tokens), num_warps, num_stages: 6 heads x 6 column tiles x splits programs;
+# built for sm_90 on the CPU: 32-128 KB of shared memory, 139-214 registers, no spills
+WEIGHT_GRAD_LAUNCHES = [(64, 128, 4, 8, 3), (64, 128, 8, 8, 3), (128, 128, 4, 8, 2), (64, 256, 4, 8, 2),
+                        (32, 128, 8, 4, 3)]
+TINY_WEIGHT_GRAD_LAUNCHES = [(16, 32, 3, 4, 1)]
 
 
 @triton.jit
@@ -72,6 +81,47 @@ def gated_matmul(y: torch.Tensor, gate: torch.Tensor, w: torch.Tensor, launch: t
     return out
 
 
+@triton.jit
+def gated_weight_grad_kernel(y_ptr, gate_ptr, grad_ptr, parts_ptr, tokens, dim, tokens_per_split,
+                             HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+                             BLOCK_N: tl.constexpr):
+    """One head's HEAD_DIM rows by BLOCK_N columns of the projection's weight gradient, summed over one split of the
+    tokens into parts[split]: (y's head slice * its gate, rounded as the product pass stores it)^T @ grad, BLOCK_T
+    tokens a dot."""
+    head, tile_n, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    dims = tl.arange(0, HEAD_DIM)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < dim
+    acc = tl.zeros((HEAD_DIM, BLOCK_N), dtype=tl.float32)
+    for first in range(split * tokens_per_split, (split + 1) * tokens_per_split, BLOCK_T):
+        rows = first + tl.arange(0, BLOCK_T)
+        row_ok = rows < tokens
+        y = tl.load(y_ptr + rows[:, None] * (HEADS * HEAD_DIM) + head * HEAD_DIM + dims[None, :],
+                    mask=row_ok[:, None], other=0.0)
+        gate = tl.load(gate_ptr + rows * HEADS + head, mask=row_ok, other=0.0)
+        gated = (y.to(tl.float32) * gate.to(tl.float32)[:, None]).to(grad_ptr.dtype.element_ty)
+        grad = tl.load(grad_ptr + rows[:, None] * dim + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
+                       other=0.0)
+        acc = tl.dot(tl.trans(gated), grad, acc)
+    tl.store(parts_ptr + split * (HEADS * HEAD_DIM * dim) + (head * HEAD_DIM + dims)[:, None] * dim + cols[None, :],
+             acc, mask=col_ok[None, :])
+
+
+def gated_weight_grad(y: torch.Tensor, gate: torch.Tensor, grad: torch.Tensor, launch: tuple) -> torch.Tensor:
+    """(y * gate)^T @ grad by gated_weight_grad_kernel, the splits' fp32 parts summed and rounded to grad's dtype:
+    y (tokens, heads, head_dim), gate (tokens, heads), grad (tokens, dim)."""
+    tokens, heads, head_dim = y.shape
+    dim = grad.shape[1]
+    block_t, block_n, splits, warps, stages = launch
+    tokens_per_split = triton.cdiv(triton.cdiv(tokens, splits), block_t) * block_t
+    parts = torch.empty(splits, heads * head_dim, dim, device=y.device)
+    grid = (heads, triton.cdiv(dim, block_n), splits)
+    gated_weight_grad_kernel[grid](y, gate, grad, parts, tokens, dim, tokens_per_split, HEADS=heads,
+                                   HEAD_DIM=head_dim, BLOCK_T=block_t, BLOCK_N=block_n, num_warps=warps,
+                                   num_stages=stages)
+    return parts.sum(0).to(grad.dtype)
+
+
 def gate_product(y: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     return (y * gate[..., None]).flatten(1)
 
@@ -79,6 +129,11 @@ def gate_product(y: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
 def gated_projection(y: torch.Tensor, gate: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """The model's way (CausalSelfAttention.forward): the gate's product, then the projection."""
     return gate_product(y, gate) @ w
+
+
+def projection_weight_grad(y: torch.Tensor, gate: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """The projection's weight gradient from the gated y, rebuilt by the product."""
+    return gate_product(y, gate).T @ grad
 
 
 def largest_error(out: torch.Tensor, exact: torch.Tensor) -> float:
@@ -96,25 +151,45 @@ def main(argv: list[str]) -> int:
     y = torch.randn(tokens, heads, head_dim, device=device, generator=gen).to(dtype)
     gate = torch.rand(tokens, heads, device=device, generator=gen).to(dtype)
     w = (torch.randn(heads * head_dim, dim, device=device, generator=gen) / (heads * head_dim) ** 0.5).to(dtype)
-    exact = (y.double() * gate.double()[..., None]).flatten(1) @ w.double()
+    grad = torch.randn(tokens, dim, device=device, generator=gen).to(dtype)
+    gated_exact = (y.double() * gate.double()[..., None]).flatten(1)
     gated = gate_product(y, gate)
-    ways = [("compiled (y * gate) @ W, as training runs it", torch.compile(gated_projection), (y, gate, w), True),
-            ("cuBLAS's GEMM of the gated y alone", torch.matmul, (gated, w), True),
-            ("the gate's product alone (compiled)", torch.compile(gate_product), (y, gate), False)]
-    for name, run, inputs, makes_out in ways:
-        error = f", largest error {largest_error(run(*inputs), exact):.1e} of the largest entry" if makes_out else ""
-        print(f"{name}: {timed_us(lambda: run(*inputs), tiny):.1f} us{error}")
-    for launch in TINY_GATED_MATMUL_LAUNCHES if tiny else GATED_MATMUL_LAUNCHES:
-        name = (f"gated_matmul_kernel BLOCK_M={launch[0]} BLOCK_N={launch[1]} GROUP_M={launch[2]} warps={launch[3]} "
-                f"stages={launch[4]}")
-        try:
-            error = largest_error(gated_matmul(y, gate, w, launch), exact)
-        except OutOfResources as e:  # a launch past the GPU's shared memory or registers: the others still run
-            print(f"{name}: not built ({e})")
-            continue
-        print(f"{name}: {timed_us(lambda: gated_matmul(y, gate, w, launch), tiny):.1f} us, largest error {error:.1e} "
-              "of the largest entry")
+    print_ways([("compiled (y * gate) @ W, as training runs it", torch.compile(gated_projection), (y, gate, w)),
+                ("cuBLAS's GEMM of the gated y alone", torch.matmul, (gated, w))], gated_exact @ w.double(), tiny)
+    print_ways([("the gate's product alone (compiled)", torch.compile(gate_product), (y, gate))], None, tiny)
+    print_launches("gated_matmul_kernel BLOCK_M={} BLOCK_N={} GROUP_M={} warps={} stages={}",
+                   TINY_GATED_MATMUL_LAUNCHES if tiny else GATED_MATMUL_LAUNCHES,
+                   lambda launch: gated_matmul(y, gate, w, launch), gated_exact @ w.double(), tiny)
+    weight_grad_exact = gated_exact.T @ grad.double()
+    print_ways([("weight gradient: compiled (y * gate)^T @ grad", torch.compile(projection_weight_grad),
+                 (y, gate, grad)),
+                ("weight gradient: cuBLAS's GEMM of the gated y alone", lambda a, b: a.T @ b, (gated, grad))],
+               weight_grad_exact, tiny)
+    print_launches("weight gradient: gated_weight_grad_kernel BLOCK_T={} BLOCK_N={} splits={} warps={} stages={} "
+                   "(with the parts' sum)", TINY_WEIGHT_GRAD_LAUNCHES if tiny else WEIGHT_GRAD_LAUNCHES,
+                   lambda launch: gated_weight_grad(y, gate, grad, launch), weight_grad_exact, tiny)
     return 0
+
+
+def print_ways(ways: list, exact: torch.Tensor | None, tiny: bool):
+    """One line a way (name, function, inputs): its time, and its output's largest error from exact if given."""
+    for name, run, inputs in ways:
+        error = "" if exact is None else f", largest error {largest_error(run(*inputs), exact):.1e} of the largest " \
+            "entry"
+        print(f"{name}: {timed_us(lambda: run(*inputs), tiny):.1f} us{error}")
+
+
+def print_launches(name: str, launches: list, run, exact: torch.Tensor, tiny: bool):
+    """One line a launch of run(launch): its time and its output's largest error from exact; name's {} take the
+    launch's numbers. A launch past the GPU's shared memory or registers is a line too, and the others still run."""
+    for launch in launches:
+        try:
+            error = largest_error(run(launch), exact)
+        except OutOfResources as e:
+            print(f"{name.format(*launch)}: not built ({e})")
+            continue
+        print(f"{name.format(*launch)}: {timed_us(lambda: run(launch), tiny):.1f} us, largest error {error:.1e} of "
+              "the largest entry")
 
 
 if __name__ == "__main__":
