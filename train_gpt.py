@@ -2249,7 +2249,11 @@ def find_shards(setting: str, pattern: str) -> list[str]:
     files, split = sorted(glob.glob(pattern)), setting.removesuffix("_files")
     if not files:
         where = "" if os.path.isabs(pattern) else f" (a relative pattern, read from {os.getcwd()})"
-        missing_download = "fineweb" in pattern and not glob.glob(os.path.join(os.path.dirname(pattern), "*.bin"))
+        folder = os.path.dirname(pattern) or "."
+        if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):  # glob reads such a folder as empty
+            raise DataError(f"--{setting}={pattern} matches no files{where}: this user cannot read the folder "
+                            f"{folder}; make it readable (chmod a+rx {folder}) or copy the shards where it can")
+        missing_download = "fineweb" in pattern and not glob.glob(os.path.join(folder, "*.bin"))
         fix = ("download FineWeb with: python data/cached_fineweb10B.py 9" if missing_download else
                f"check the pattern (a glob of shard files, e.g. 'data/<name>/<name>_{split}_*.bin')")
         raise DataError(f"--{setting}={pattern} matches no files{where}; {fix}")

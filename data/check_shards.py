@@ -29,6 +29,11 @@ from cli import counted
 GPT2_VOCAB_SIZE = 50257
 
 
+def unreadable_folder(folder: str) -> bool:
+    """Whether folder exists but this user may not list or enter it (glob then finds nothing in it)."""
+    return os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK)
+
+
 def expand(patterns) -> tuple:
     """Expand file paths, folders (their *.bin files) and glob patterns: each argument's matches sorted, a file
     matched again (by a folder and a pattern, say) listed once.
@@ -38,13 +43,16 @@ def expand(patterns) -> tuple:
     paths, problems, seen = [], [], set()
     for pattern in patterns:
         missing = "no shard matches; check the path or pattern"
+        folder = None
         if Path(pattern).is_dir():
-            matches = sorted(str(p) for p in Path(pattern).glob("*.bin"))
+            matches, folder = sorted(str(p) for p in Path(pattern).glob("*.bin")), pattern
             missing = "the folder holds no .bin shard; check the path or download the data"
         elif any(char in pattern for char in "*?[") and not Path(pattern).exists():  # x[1]_val_000000.bin is a name
-            matches = sorted(glob.glob(pattern))
+            matches, folder = sorted(glob.glob(pattern)), os.path.dirname(pattern) or "."
         else:
             matches = [pattern]
+        if not matches and folder is not None and unreadable_folder(folder):  # glob reads it as empty
+            missing = f"this user cannot read the folder {folder}; make it readable (chmod a+rx {folder})"
         if not matches:
             problems.append(f"{pattern}: {missing}")
         for match in matches:

@@ -376,6 +376,8 @@ def collect_groups(paths):
                 print(f"warning: skipping {err}", file=sys.stderr)
             seen.add(file.resolve())
         if folder and not logs and not repeats:
+            if not os.access(path, os.R_OK | os.X_OK):  # its glob found nothing: not an empty folder
+                raise ToolError(f"this user cannot read the folder {path}; make it readable (chmod a+rx {path})")
             raise ToolError(f"{path} holds no run logs")
         if logs:
             groups.setdefault(str(path) if folder else "(files)", []).extend(logs)

@@ -1,5 +1,6 @@
 """Tests for data/check_shards.py, run as a subprocess: exit code and the lines it prints."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,21 @@ def test_a_folder_without_shards_is_named_as_a_folder(tmp_path):
     assert code == 1
     assert err == [f"error: {tmp_path}: the folder holds no .bin shard; check the path or download the data"]
     assert out == ["total: 0 good shards, 0 tokens, 0 documents; 1 problem"]
+
+
+def test_a_folder_this_user_cannot_read_is_named_not_called_empty(tmp_path, monkeypatch):
+    """glob finds nothing in a folder without read or search permission, so its shards looked missing. os.access
+    stands in for the permissions, and the globs answer as they would there: the tests run as root, who reads any
+    folder."""
+    import check_shards
+    shards.write_shard(tmp_path / "x_val_000000.bin", [EOT, 1])
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path) and real_access(path, mode))
+    monkeypatch.setattr(check_shards.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([]))
+    paths, problems = check_shards.expand([str(tmp_path), str(tmp_path / "x_*.bin")])
+    unreadable = f"this user cannot read the folder {tmp_path}; make it readable (chmod a+rx {tmp_path})"
+    assert paths == [] and problems == [f"{tmp_path}: {unreadable}", f"{tmp_path}/x_*.bin: {unreadable}"]
 
 
 def test_a_missing_file_is_one_error_line(tmp_path):

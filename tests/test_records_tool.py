@@ -521,6 +521,24 @@ def test_compare_counts_a_folder_named_twice_once(tmp_path):
     assert result.stderr.count("named twice; counted once") == 3
 
 
+def test_compare_names_a_folder_this_user_cannot_read(tmp_path, monkeypatch):
+    """Its glob finds nothing, as in an empty folder. os.access stands in for the permissions, and the glob answers
+    as it would there: the tests run as root, who reads any folder."""
+    make_log(tmp_path / "g" / "s0.txt", val_losses=(10.8, 3.2), hparams={"seed": "0"})
+    module = load_tool_module()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path / "g") and real_access(path, mode))
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([]))
+    with pytest.raises(module.ToolError) as error:
+        module.collect_groups([str(tmp_path / "g")])
+    assert str(error.value) == (f"this user cannot read the folder {tmp_path / 'g'}; make it readable "
+                                f"(chmod a+rx {tmp_path / 'g'})")
+    monkeypatch.setattr(os, "access", real_access)  # a readable folder whose glob finds nothing is empty
+    with pytest.raises(module.ToolError) as error:
+        module.collect_groups([str(tmp_path / "g")])
+    assert str(error.value) == f"{tmp_path / 'g'} holds no run logs"
+
+
 def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
     short = make_log(tmp_path / "g" / "short.txt", val_losses=(10.8, 3.27), hparams={"seed": "0"})
     make_log(tmp_path / "g" / "medium.txt", script="train_gpt_medium.py", val_losses=(10.8, 3.25),

@@ -83,6 +83,21 @@ def test_find_shards_sorts_and_requires_a_match(shards, tmp_path, monkeypatch):
                                 "data/cached_fineweb10B.py 9")
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_folder_this_user_cannot_read_is_named_not_read_as_empty(script, shards, monkeypatch):
+    """glob lists nothing in a folder without read or search permission, so its shards looked missing and the error
+    sent the user to download them. os.access stands in for the permissions: the tests run as root, who reads any
+    folder."""
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: path != str(shards) and real_access(path, mode))
+    monkeypatch.setattr(script.glob, "glob", lambda pattern: [])  # what glob gives there
+    pattern = str(shards / "fineweb_train_*.bin")
+    with pytest.raises(script.DataError) as error:
+        script.find_shards("train_files", pattern)
+    assert str(error.value) == (f"--train_files={pattern} matches no files: this user cannot read the folder {shards}; "
+                                f"make it readable (chmod a+rx {shards}) or copy the shards where it can")
+
+
 def test_a_folder_or_an_unreadable_file_among_the_shards_is_one_data_error(shards, tmp_path):
     for setting, split in [("train_files", "train"), ("val_files", "val")]:
         with pytest.raises(DataError) as error:
