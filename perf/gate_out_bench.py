@@ -13,8 +13,8 @@ its largest entry. The projection: compiled (y * gate) @ W as training runs it; 
 the gate's product alone; gated_matmul_kernel at each launch of GATED_MATMUL_LAUNCHES. The weight gradient: compiled
 (y * gate)^T @ grad; cuBLAS's GEMM of the gated y alone; gated_weight_grad_kernel at each launch of
 WEIGHT_GRAD_LAUNCHES (with the parts' sum and cast). --tiny: small shapes in fp32 on the CPU, timed by
-the clock, the kernels under Triton's interpreter (whose bf16 dots came out ~1e10 off in Triton 3.6; its fp32 dots
-round as tf32) with partial tiles (the test runs this). --help prints this.
+the clock, the kernels under Triton's interpreter (whose bf16 dots came out ~1e10 off in Triton 3.6) with partial
+tiles (the test runs this). --help prints this.
 """
 import sys
 from pathlib import Path
@@ -64,7 +64,7 @@ def gated_matmul_kernel(y_ptr, gate_ptr, w_ptr, out_ptr, tokens, dim, HEADS: tl.
         gated = (y.to(tl.float32) * gate.to(tl.float32)[:, None]).to(w_ptr.dtype.element_ty)
         w = tl.load(w_ptr + (head * HEAD_DIM + dims)[:, None] * dim + cols[None, :], mask=col_ok[None, :], other=0.0)
         acc = tl.dot(gated, w, acc)
-    tl.store(out_ptr + rows[:, None] * dim + cols[None, :], acc.to(tl.bfloat16),
+    tl.store(out_ptr + rows[:, None] * dim + cols[None, :], acc.to(out_ptr.dtype.element_ty),
              mask=row_ok[:, None] & col_ok[None, :])
 
 
@@ -153,13 +153,13 @@ def main(argv: list[str]) -> int:
     w = (torch.randn(heads * head_dim, dim, device=device, generator=gen) / (heads * head_dim) ** 0.5).to(dtype)
     grad = torch.randn(tokens, dim, device=device, generator=gen).to(dtype)
     gated_exact = (y.double() * gate.double()[..., None]).flatten(1)
-    gated = gate_product(y, gate)
+    gated, out_exact = gate_product(y, gate), gated_exact @ w.double()
     print_ways([("compiled (y * gate) @ W, as training runs it", torch.compile(gated_projection), (y, gate, w)),
-                ("cuBLAS's GEMM of the gated y alone", torch.matmul, (gated, w))], gated_exact @ w.double(), tiny)
+                ("cuBLAS's GEMM of the gated y alone", torch.matmul, (gated, w))], out_exact, tiny)
     print_ways([("the gate's product alone (compiled)", torch.compile(gate_product), (y, gate))], None, tiny)
     print_launches("gated_matmul_kernel BLOCK_M={} BLOCK_N={} GROUP_M={} warps={} stages={}",
                    TINY_GATED_MATMUL_LAUNCHES if tiny else GATED_MATMUL_LAUNCHES,
-                   lambda launch: gated_matmul(y, gate, w, launch), gated_exact @ w.double(), tiny)
+                   lambda launch: gated_matmul(y, gate, w, launch), out_exact, tiny)
     weight_grad_exact = gated_exact.T @ grad.double()
     print_ways([("weight gradient: compiled (y * gate)^T @ grad", torch.compile(projection_weight_grad),
                  (y, gate, grad)),
