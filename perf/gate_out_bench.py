@@ -6,7 +6,9 @@ Triton GEMM that scales each head's slice of y by its gate as it loads it (the b
 stored). The backward's weight gradient needs the gated y again: gated_weight_grad_kernel rebuilds it the same way
 as it loads y (the tokens split over programs, the splits' fp32 parts summed after; cuBLAS's split-K GEMM took ~86
 us). Folding the gate into the projection pays if both kernels run within the product pass's time of cuBLAS's GEMMs:
-the first question of that lever (perf/NOTES.md, session 71), before the op is built.
+the first question of that lever (perf/NOTES.md, session 71), before the op is built. Answered no (session 72,
+H100, this bench on the branch perf/gate-fold's versions of both kernels): forward 157.7 us at its best launch
+against 148.1, the weight gradient 369.5 against 143.2; the op cost the full step 30 ms.
 
 python perf/gate_out_bench.py [--tiny]  ->  one line a way: us, and the output's largest error from fp64 relative to
 its largest entry. The projection: compiled (y * gate) @ W as training runs it; cuBLAS's GEMM of the gated y alone;
