@@ -13,7 +13,7 @@ PERF = Path(__file__).resolve().parents[1] / "perf"
 sys.path.insert(0, str(PERF))
 import bench_common  # noqa: E402
 
-TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "gate_out_bench", "head_gemm_bench",
+TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "head_gemm_bench",
                      "head_kernels_bench", "medium_gemm_bench", "mlp_bench", "sym_bench"]
 
 
