@@ -3429,7 +3429,9 @@ def main():
                  device, flops)
     if stop is not None:
         clock.stop()  # train returned with it running: its last steps count in the time line
-        log.write(f"stopped: {stop}; lower the learning rates or check the data")
+        line = f"stopped: {stop}; lower the learning rates or check the data"
+        log.write(line)
+        tell_launcher(line)
     log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "
               f"validation {clock.validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
     if device.type == "cuda":
@@ -3446,11 +3448,27 @@ def main():
         sys.exit(exit_code)
 
 
+def tell_launcher(line: str):
+    """torchrun's summary of a failed run gives each rank's error file as the failure's cause ("To enable traceback
+    see ..." where a rank wrote none): this process's last line goes to the file torchrun names for it."""
+    if path := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        try:
+            Path(path).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+        except OSError:  # the line is on the console and in the log already
+            pass
+
+
+def report_error(line: str, console: bool):
+    """An error's one line: the log's last line once it is open, the console's where console, torchrun's summary's."""
+    ERROR_LOG.write(line, console=False)
+    if console:
+        print(line, file=sys.stderr)
+    tell_launcher(line)
+
+
 def exit_with_setup_error(error: SetupError):
     """A setting or data error: one line on rank 0's console, and the log's last line once it is open; exit code 2."""
-    ERROR_LOG.write(f"error: {error}", console=False)
-    if prints_errors(error):
-        print(f"error: {error}", file=sys.stderr)
+    report_error(f"error: {error}", prints_errors(error))
     sys.exit(2)
 
 
@@ -3460,10 +3478,7 @@ def exit_when_stopped(stopped: Stopped):
     kernel builds in flight would hold it up)."""
     for signum in SIGNALS_THAT_STOP:  # torchrun sends SIGTERM after a Ctrl-C the ranks got too: one line still
         signal.signal(signum, signal.SIG_IGN)
-    line = f"error: {stopped}"
-    ERROR_LOG.write(line, console=False)
-    if prints_errors(stopped):
-        print(line, file=sys.stderr)
+    report_error(f"error: {stopped}", prints_errors(stopped))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(128 + stopped.signum)
@@ -3504,8 +3519,7 @@ def exit_with_out_of_memory(error: RuntimeError):
     who = f"rank {rank}: " if world_size > 1 else ""
     line = (f"error: {who}out of {'GPU' if gpu else 'CPU'} memory {where} ({torch_says}); {fix}, or stop the "
             f"{'GPU' if gpu else 'machine'}'s other processes")
-    ERROR_LOG.write(line, console=False)
-    print(line, file=sys.stderr)
+    report_error(line, console=True)
     sys.exit(2)
 
 

@@ -1,5 +1,6 @@
 """train_gpt_medium.py end to end on CPU: 2 ranks == 1 rank with 2 micro-steps, loss falls, log holds the source."""
 
+import json
 import os
 import re
 import subprocess
@@ -118,7 +119,7 @@ def test_console_and_log_explain_the_time(runs):
 
 def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path):
     """train() returns at the non-finite step with the clock running; the time line used to leave those steps out
-    (training 0.0s after 3 s of steps)."""
+    (training 0.0s after 3 s of steps). The stop's line also goes to the error file torchrun reads for its summary."""
     rng = np.random.default_rng(1)
     shards.write_shard(tmp_path / "nan_train_000001.bin", documents(rng, 1 << 15))
     shards.write_shard(tmp_path / "nan_val_000000.bin", documents(rng, 4096))
@@ -126,9 +127,12 @@ def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path):
                              f"--val_files={tmp_path}/nan_val_*.bin", f"--logs_dir={tmp_path}", "--run_id=nan",
                              "--grad_accum_steps=1", "--warmup_steps=0", "--val_loss_every=0", "--head_lr=1e38"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1",
+                                 "TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")})
     text = (tmp_path / "nan.txt").read_text()
     assert result.returncode == 1 and "stopped: non-finite train loss at step" in text, text[-2000:]
+    stopped = re.search(r"^stopped: .*$", text, re.MULTILINE).group(0)
+    assert json.loads((tmp_path / "error.json").read_text())["message"] == stopped
     last_step_ms = int(re.findall(r"^step:\d+/4 train_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
     training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", text, re.MULTILINE).group(1))
     assert training_s >= last_step_ms / 1000 - 0.05

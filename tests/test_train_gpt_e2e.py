@@ -4,6 +4,7 @@ Three runs in all (the whole suite has to stay within CI's time): a 2-process to
 step, the same run as 1 process with 2 accumulation steps and no warmup, and a run whose lr blows up; and, without
 a run, how both tracks split the validation tokens over ranks."""
 
+import json
 import math
 import os
 import re
@@ -129,8 +130,9 @@ def test_source_cut_from_the_log_is_the_script(which, one_process_run, two_proce
     assert log[log.index(separator) + len(separator):].startswith(f"run_id: {which}\n".encode())
 
 
-def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
+def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path, monkeypatch):
     logs = tmp_path / "logs"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))  # as torchrun sets it
     result = run([*TINY, *data, "--num_iterations=10", "--val_loss_every=0", "--warmup_steps=0",
                   "--grad_accum_steps=1", "--adam_lr=1e30", f"--logs_dir={logs}", "--run_id=blowup"])
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
@@ -147,6 +149,7 @@ def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path):
     training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", log, re.MULTILINE).group(1))
     assert training_s >= last_step_ms / 1000 - 0.05
     assert stopped in result.stdout
+    assert json.loads((tmp_path / "error.json").read_text())["message"] == stopped  # torchrun's summary shows it
     assert losses(log, "val_loss") == []  # no final validation of a broken model
 
 

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch.autograd.profiler_util import FunctionEvent
+from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -597,6 +598,48 @@ def test_a_setup_error_after_the_log_opened_ends_the_log_with_the_consoles_line(
     assert (tmp_path / "run.txt").read_text().splitlines()[-2:] == ["step:10/100 train_time:500ms", f"error: {error}"]
     assert capsys.readouterr() == ("", "" if rank == "1" else f"error: {error}\n")
 
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_an_error_line_goes_to_the_error_file_torchrun_reads_for_its_summary(script, tmp_path, monkeypatch, capsys):
+    """Under torchrun each rank has an error file whose message the launcher's summary prints as the failure's cause
+    ("To enable traceback see ..." where a rank wrote none): the error's one line, read back by torch's own reader;
+    every rank writes its own, also one that prints nothing. Without the variable no file is written, and a file that
+    cannot be written leaves the exit as it was."""
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
+    error = script.DataError("no train shards match data/x_*.bin; download them")
+    with pytest.raises(SystemExit):
+        script.exit_with_setup_error(error)
+    assert list(tmp_path.iterdir()) == []
+
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    with pytest.raises(SystemExit) as exited:
+        script.exit_with_setup_error(error)
+    assert exited.value.code == 2 and capsys.readouterr().err == ""
+    failure = ProcessFailure(local_rank=1, pid=1, exitcode=2, error_file=str(tmp_path / "error.json"))
+    assert failure.message == f"error: {error}" and abs(failure.timestamp - time.time()) < 60
+
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path))  # a folder: open() fails
+    with pytest.raises(SystemExit) as exited:
+        script.exit_with_setup_error(error)
+    assert exited.value.code == 2
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_torchruns_summary_names_the_error_when_torchrun_is_run_directly(script):
+    """torchrun run by hand (not ./run.sh), a bad setting: the launcher's own summary after the ranks' lines gives the
+    error's line as each rank's cause."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             script, "--device=cpu", "--num_iterations=abc"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    summary = result.stderr[result.stderr.index("Root Cause"):]
+    assert "traceback : error: --num_iterations=abc is not an integer" in summary, summary
+    assert "To enable traceback" not in result.stderr
 
 TORCH_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
              "1.20 GiB is free. Including non-PyTorch memory, this process has 22.33 GiB memory in use. If reserved "
