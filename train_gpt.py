@@ -2703,16 +2703,22 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
 
 
 def end_log_with_errors(log: RunLog):
-    """A run that crashes (a lost rank, a bug) ends its log with the error's first line, so the log says why it
-    stops short; the console still gets the whole traceback. A setting or data error found from here on (a shard
-    changed during the run), or the GPU out of memory, ends the log with the console's one line."""
+    """A setting or data error found from here on (a shard changed during the run), the GPU out of memory, or a crash
+    (report_crashes) ends the log with the error's one line."""
     global ERROR_LOG
     ERROR_LOG = log
+
+
+def report_crashes():
+    """A crash (a lost rank, a bug): its type and first line end rank 0's log once it is open and go to torchrun's
+    summary (tell_launcher), so that both say why the run stopped short; the console still gets the whole
+    traceback."""
     console_hook = sys.excepthook
 
     def hook(kind, error, trace):
-        first_line = next(iter(str(error).strip().splitlines()), "")
-        log.write(f"error: {kind.__name__}: {first_line}", console=False)
+        line = f"error: {kind.__name__}: {next(iter(str(error).strip().splitlines()), '')}"
+        ERROR_LOG.write(line, console=False)
+        tell_launcher(line)
         console_hook(kind, error, trace)
 
     sys.excepthook = hook
@@ -3524,6 +3530,7 @@ def exit_with_out_of_memory(error: RuntimeError):
 
 
 if __name__ == "__main__":
+    report_crashes()
     handlers = stop_on_signals()
     try:
         main()

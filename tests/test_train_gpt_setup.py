@@ -8,6 +8,7 @@ process's malloc, which keeps freed memory for reuse; and the one line a run out
 
 import ctypes
 import functools
+import json
 import os
 import re
 import subprocess
@@ -561,15 +562,23 @@ def test_a_validation_line_gives_throughput_of_all_ranks_and_mfu_per_gpu(script)
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_console(script, tmp_path,
                                                                                     monkeypatch):
+    """A crash's type and first line: torchrun's error file gets it on every rank, rank 0's log once it is open, and
+    the console the whole error after."""
     seen = []
     monkeypatch.setattr(sys, "excepthook", lambda *error: seen.append(error))
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    script.report_crashes()
+    error = RuntimeError("NCCL communicator was aborted on rank 1\nmore detail")
+    line = "error: RuntimeError: NCCL communicator was aborted on rank 1"
+    sys.excepthook(type(error), error, None)  # before a log opens, or on a rank without one
+    assert json.loads((tmp_path / "error.json").read_text())["message"] == line
+
     log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
     script.end_log_with_errors(log)
-    error = RuntimeError("NCCL communicator was aborted on rank 1\nmore detail")
     sys.excepthook(type(error), error, None)
-    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == ("error: RuntimeError: NCCL communicator was "
-                                                                 "aborted on rank 1")
-    assert seen == [(type(error), error, None)]
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
+    assert seen == [(type(error), error, None)] * 2
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -734,15 +743,31 @@ def test_out_of_memory_building_the_model_names_its_size_settings(script, part, 
 
 CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
            "allocate 4398046511104 bytes. Error code 12 (Cannot allocate memory)")  # torch 2.13's, for 4 TiB
-RUN_WITH_BACKWARD_OUT_OF_MEMORY = """
+RUN_WITH_BACKWARD_RAISING = """
 import runpy, sys, torch
 message = sys.argv.pop()
-def out_of_memory(*args, **kwargs):
-    raise (RuntimeError if "DefaultCPUAllocator" in message else torch.OutOfMemoryError)(message)
-torch.Tensor.backward = out_of_memory
+def raise_in_backward(*args, **kwargs):
+    out_of_gpu_memory = "CUDA out of memory" in message
+    raise (torch.OutOfMemoryError if out_of_gpu_memory else RuntimeError)(message)
+torch.Tensor.backward = raise_in_backward
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+
+
+def run_with_backward_raising(script: str, message: str, tmp_path: Path, env: dict) -> subprocess.CompletedProcess:
+    """A tiny CPU run of script as a user starts it, its first backward raising torch's error with message in its
+    place (torch.OutOfMemoryError for the GPU's message, else RuntimeError); its log is tmp_path/run.txt."""
+    tokens = documents(60_000)
+    write_shard(tmp_path / "t_train_000001.bin", tokens)
+    write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
+    env = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, **env}
+    return subprocess.run([sys.executable, "-c", RUN_WITH_BACKWARD_RAISING, script, "--device=cpu",
+                           "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
+                           "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
+                           f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
+                           f"--logs_dir={tmp_path}", "--run_id=run", message],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
@@ -752,16 +777,7 @@ def test_a_run_out_of_memory_stops_with_the_one_line_and_no_traceback(script, me
     cannot run out of GPU memory, and running out of the machine's is no test to run): the console's only error
     output and the log's last line are the one line, exit code 2. Out of CPU memory (torch's RuntimeError) used to be
     a traceback."""
-    tokens = documents(60_000)
-    write_shard(tmp_path / "t_train_000001.bin", tokens)
-    write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    result = subprocess.run([sys.executable, "-c", RUN_WITH_BACKWARD_OUT_OF_MEMORY, script, "--device=cpu",
-                             "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
-                             "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
-                             f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
-                             f"--logs_dir={tmp_path}", "--run_id=oom", TORCH_OOM if memory == "GPU" else CPU_OOM],
-                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = run_with_backward_raising(script, TORCH_OOM if memory == "GPU" else CPU_OOM, tmp_path, {})
     torch_says = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
                   "1.20 GiB is free" if memory == "GPU" else
                   "can't allocate memory: you tried to allocate 4398046511104 bytes. Error code 12 (Cannot allocate "
@@ -771,7 +787,20 @@ def test_a_run_out_of_memory_stops_with_the_one_line_and_no_traceback(script, me
             f"{'GPU' if memory == 'GPU' else 'machine'}'s other processes")
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == line and "Traceback" not in result.stderr
-    assert (tmp_path / "oom.txt").read_text().splitlines()[-1] == line
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_a_crash_ends_the_log_and_torchruns_error_file_with_its_first_line(script, tmp_path):
+    """The script as a user runs it under torchrun (its error file named), its first backward raising an error of no
+    kind the script expects: the console gets the whole traceback, the log and the error file the error's type and
+    first line; exit code 1, Python's own."""
+    result = run_with_backward_raising(script, "NCCL communicator was aborted on rank 1\nmore detail", tmp_path,
+                                       {"TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")})
+    line = "error: RuntimeError: NCCL communicator was aborted on rank 1"
+    assert result.returncode == 1 and "Traceback" in result.stderr, result.stderr[-3000:]
+    assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
+    assert json.loads((tmp_path / "error.json").read_text())["message"] == line
 
 
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
