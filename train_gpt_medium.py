@@ -1731,14 +1731,12 @@ def end_log_with_errors(log: RunLog):
 
 def report_crashes():
     """A crash (a lost rank, a bug): its type and first line end rank 0's log once it is open and go to torchrun's
-    summary (tell_launcher), so that both say why the run stopped short; the console still gets the whole
+    summary (report_error), so that both say why the run stopped short; the console still gets the whole
     traceback."""
     console_hook = sys.excepthook
 
     def hook(kind, error, trace):
-        line = f"error: {kind.__name__}: {next(iter(str(error).strip().splitlines()), '')}"
-        ERROR_LOG.write(line, console=False)
-        tell_launcher(line)
+        report_error(f"error: {kind.__name__}: {next(iter(str(error).strip().splitlines()), '')}", console=False)
         console_hook(kind, error, trace)
 
     sys.excepthook = hook

@@ -13,8 +13,8 @@ PERF = Path(__file__).resolve().parents[1] / "perf"
 sys.path.insert(0, str(PERF))
 import bench_common  # noqa: E402
 
-TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "head_gemm_bench",
-                     "head_kernels_bench", "medium_gemm_bench", "mlp_bench", "sym_bench"]
+TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "head_gemm_bench", "head_kernels_bench",
+                     "medium_gemm_bench", "mlp_bench", "sym_bench"]
 
 
 def test_option_values_keeps_every_occurrence_in_order():
