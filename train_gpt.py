@@ -548,11 +548,12 @@ def relu_square_grads_torch(a_f8: Tensor, grad_a: Tensor, a_scale: Tensor, grad_
 
 
 def relu_square_check_inputs(rows: int, cols: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """fp8_relu_square_grads's inputs as FP8MLP makes them, from a random h and a's gradient (bf16, the gradient at
-    1e-3): a = relu(h)^2's e4m3 copy, the gradient, a's scale and h's gradient's scale (both from all rows)."""
+    """fp8_relu_square_grads's inputs as FP8MLP makes them, from a random h and a's gradient (e5m2, at 1e-3 of its
+    largest value): a = relu(h)^2's e4m3 copy, the gradient, a's scale and h's gradient's scale (both from all
+    rows)."""
     gen = torch.Generator(device).manual_seed(0)
     h = torch.randn(rows, cols, device=device, generator=gen).bfloat16()
-    grad_a = (torch.randn(rows, cols, device=device, generator=gen) * 1e-3).bfloat16()
+    grad_a = (torch.randn(rows, cols, device=device, generator=gen) * 57.344).to(torch.float8_e5m2)
     a_f8, a_scale = to_float8_scaled(F.relu(h.float()).square(), torch.float8_e4m3fn)
     return a_f8, grad_a, a_scale, float8_scale(relu_square_grad(a_f8, a_scale, grad_a), torch.float8_e5m2, 1)
 
@@ -595,10 +596,20 @@ def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, ...]:
     fc_w and proj_w (dim x hidden) in e4m3, each also transposed (hidden x dim, contiguous), and their scales, each
     a 0-d tensor of its own (inductor's GEMM templates cannot take a scale that views another tensor: a lowering
     error on the GPU, perf/NOTES.md session 63). The weights do not change between micro-steps, so training makes
-    these once a step (GPT.weight_casts)."""
+    these once a step (GPT.weight_casts). Last, the bound of a's gradient: proj_w's e4m3 copy's largest column sum
+    of magnitudes (grad_a_bound)."""
     fc_f8, fc_scale = to_float8_scaled(fc_w, torch.float8_e4m3fn)
     proj_f8, proj_scale = to_float8_scaled(proj_w, torch.float8_e4m3fn)
-    return fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), fc_scale, proj_scale
+    return (fc_f8, fc_f8.T.contiguous(), proj_f8, proj_f8.T.contiguous(), fc_scale, proj_scale,
+            grad_a_bound(proj_f8))
+
+
+def grad_a_bound(proj_f8: Tensor) -> Tensor:
+    """The largest column sum of |proj_f8| (dim x hidden, e4m3; at least 1, so that a zero weight divides nothing):
+    each entry of the e5m2 grad_y @ proj_f8 is at most e5m2's largest value times this (grad_y's cast saturates), so
+    the product divided by it fits e5m2 without a maximum taken first. The bound lies ~2^7 above the largest entry
+    (perf/NOTES.md, session 73): e5m2 keeps 2^30 of range below it."""
+    return proj_f8.float().abs().sum(dim=0).amax().clamp_min(1.0)
 
 
 class FP8MLP(torch.autograd.Function):
@@ -612,41 +623,47 @@ class FP8MLP(torch.autograd.Function):
     passes over the hidden activations: the up projection, whose GEMM writes a's e4m3 copy from its fp32 h
     (fp8_relu_square_up; a's scale comes first, from a GEMM of the sampled rows alone), and the backward's
     fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps instead of the
-    bf16 h (half the bytes). The weight gradients' transposed operands x and grad_y come from float8_transposed, x's
-    made in the forward and kept. a's and the gradients' scales sample every row_step-th row (float8_scale; at
-    row_step 1 the sampled GEMM is the whole one again)."""
+    bf16 h (half the bytes), and from a's gradient, which its GEMM writes in e5m2 divided by grad_a_bound (half the
+    bytes of bf16 to write and to read: perf/NOTES.md, session 73). The weight gradients' transposed operands x and
+    grad_y come from float8_transposed, x's made in the forward and kept. a's and the gradients' scales sample every
+    row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
-                proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
+                proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, proj_bound: Tensor, row_step: int) -> Tensor:
         x_scale = x.new_full((), normed_e4m3_scale(x.size(-1)), dtype=torch.float32)
         x_f8 = to_float8(x, x_scale, torch.float8_e4m3fn)
         a_scale = sampled_relu_square_scale(x_f8, fc_f8_t, x_scale, fc_scale, row_step)
         a_f8 = fp8_relu_square_up(x_f8, fc_f8_t, x_scale, fc_scale, a_scale)
         x_f8_t = float8_transposed(x_f8)  # made here and kept: the backward would recompute x_f8 and copy it there
-        ctx.save_for_backward(x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale)
+        ctx.save_for_backward(x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, proj_bound, a_scale)
         ctx.row_step = row_step
         return scaled_mm(a_f8, proj_f8.T, a_scale, proj_scale, torch.bfloat16, fast_accum=True)
 
     @staticmethod
     def backward(ctx, grad_y: Tensor) -> tuple:
-        x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, a_scale = ctx.saved_tensors
+        x_f8_t, fc_f8, proj_f8_t, a_f8, x_scale, fc_scale, proj_scale, proj_bound, a_scale = ctx.saved_tensors
         step = ctx.row_step
         grad_y_f8, grad_y_scale = to_float8_scaled(grad_y, torch.float8_e5m2, step)
-        # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens
-        grad_a = scaled_mm(grad_y_f8, proj_f8_t.T, grad_y_scale, proj_scale, torch.bfloat16, fast_accum=True)
-        grad_h_scale = float8_scale(relu_square_grad(a_f8[::step], a_scale, grad_a[::step]), torch.float8_e5m2, step)
-        a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(a_f8, grad_a, a_scale, grad_h_scale)
+        # fast accumulation where the sum is short (model_dim, hidden width), precise where it runs over the tokens;
+        # a's gradient is grad_a_f8 * grad_a_scale, and so h's is grad_h_f8 * grad_h_scale * grad_a_scale
+        grad_a_f8 = scaled_mm(grad_y_f8, proj_f8_t.T, 1.0, 1 / proj_bound, torch.float8_e5m2, fast_accum=True)
+        grad_a_scale = grad_y_scale * proj_scale * proj_bound
+        grad_h_scale = float8_scale(relu_square_grad(a_f8[::step], a_scale, grad_a_f8[::step]), torch.float8_e5m2,
+                                    step)
+        a_f8_t, grad_h_f8, grad_h_f8_t = fp8_relu_square_grads(a_f8, grad_a_f8, a_scale, grad_h_scale)
+        grad_h_scale = grad_h_scale * grad_a_scale
         grad_proj = scaled_mm(float8_transposed(grad_y_f8), a_f8_t.T, grad_y_scale, a_scale, torch.float32,
                               fast_accum=False)
         grad_fc = scaled_mm(x_f8_t, grad_h_f8_t.T, x_scale, grad_h_scale, torch.float32, fast_accum=False)
         grad_x = scaled_mm(grad_h_f8, fc_f8.T, grad_h_scale, fc_scale, torch.bfloat16, fast_accum=True)
-        return grad_x, grad_fc, grad_proj, None, None, None, None, None, None, None
+        return grad_x, grad_fc, grad_proj, None, None, None, None, None, None, None, None
 
 
 def fp8_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
-            proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, row_step: int) -> Tensor:
-    return FP8MLP.apply(x, fc_w, proj_w, fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale, row_step)
+            proj_f8_t: Tensor, fc_scale: Tensor, proj_scale: Tensor, proj_bound: Tensor, row_step: int) -> Tensor:
+    return FP8MLP.apply(x, fc_w, proj_w, fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale, proj_bound,
+                        row_step)
 
 
 def rowwise_float8(t: Tensor) -> tuple[Tensor, Tensor]:

@@ -148,7 +148,7 @@ def fp8_mlp_checks() -> list[bool]:
                                  relative_error(ours, theirs.detach()), 1.5e-1))
     a_f8, grad_a, a_scale, grad_scale = tg.relu_square_check_inputs(8192, 3072, torch.device("cuda"))
     # a at e4m3's largest (448) and a's gradient far past the one its scale was taken from: h's gradient saturates
-    a_f8.view(torch.uint8)[0, 0], grad_a[0, 0] = 0x7e, 1.0
+    a_f8.view(torch.uint8)[0, 0], grad_a[0, 0] = 0x7e, 57344.0
     torch_path = tg.relu_square_grads_torch(a_f8, grad_a, a_scale, grad_scale)
     for passes in ("two passes", "one pass"):  # a miscompiled one pass: its grad_h_t's bytes differ
         kernel = tg.relu_square_grads_triton(a_f8, grad_a, a_scale, grad_scale, one_pass=passes == "one pass")
@@ -168,7 +168,29 @@ def fp8_mlp_checks() -> list[bool]:
         results.append(check(f"float8_transposed of {t.dtype}: bytes unequal to the transpose's", 1 - same, 0.5))
     exact = tg.one_pass_relu_square_is_exact(a_f8.device)
     print(f"relu-square op: {'one pass (start-up check exact)' if exact else 'two passes (start-up check failed)'}")
-    return results + relu_square_up_checks()
+    return results + grad_a_e5m2_checks() + relu_square_up_checks()
+
+
+def grad_a_e5m2_checks(tokens: int = 8192) -> list[bool]:
+    """FP8MLP's grad_a GEMM with its e5m2 output divided by grad_a_bound (cuBLAS's FP8 output) against the same
+    float8 values multiplied in fp32 and cast by torch (bytes apart only where the fast accumulation rounds across
+    an e5m2 step), and a gradient row of +-57,344 with the signs of the largest column: e5m2's largest there, every
+    entry finite."""
+    gen = torch.Generator("cuda").manual_seed(5)
+    proj_w = torch.randn(768, 3072, device="cuda", generator=gen) * 0.02
+    *_, proj_f8, proj_f8_t, _, _, bound = tg.mlp_weight_casts(proj_w, proj_w)
+    grad_y_f8, _ = tg.to_float8_scaled(torch.randn(tokens, 768, device="cuda", generator=gen), torch.float8_e5m2)
+    column = proj_f8.float().abs().sum(dim=0).argmax()
+    grad_y_f8[0] = (torch.sign(proj_f8[:, column].float()) * 57344).to(torch.float8_e5m2)
+    ours = tg.scaled_mm(grad_y_f8, proj_f8_t.T, 1.0, 1 / bound, torch.float8_e5m2, fast_accum=True)
+    theirs = (grad_y_f8.float() @ (proj_f8_t.T.float() * (1 / bound))).to(torch.float8_e5m2)
+    differs = (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean().item()
+    largest = ours.float()
+    print(f"    grad_a's largest entry over the bound: {largest[1:].abs().max().item() / 57344:.3g} (random rows)")
+    return [check("grad_a e5m2 GEMM: bytes unequal to torch's fp32 product and cast", differs, 1e-3),
+            check("grad_a e5m2 GEMM: 57344 - the worst row at the largest column", 57344 - largest[0, column].item(),
+                  0.5),
+            check("grad_a e5m2 GEMM: non-finite entries", (~largest.isfinite()).float().sum().item(), 0.5)]
 
 
 def relu_square_up_checks() -> list[bool]:

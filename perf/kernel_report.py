@@ -47,7 +47,7 @@ ARG_TYPES = {"x_ptr": "*bf16", "y_ptr": "*bf16", "c_ptr": "*bf16", "out_ptr": "*
              "v_ptr": "*bf16", "grad_q_ptr": "*bf16", "grad_k_ptr": "*bf16", "grad_v_ptr": "*bf16",
              "grad_qkv_ptr": "*bf16", "grad_ve_ptr": "*bf16", "lambda_sums_ptr": "*fp32", "eps": "fp32",
              "diagonal": "fp32", "grad_f8_ptr": "*fp8e4nv", "grad_scale_ptr": "*fp32", "a_ptr": "*fp8e4nv",
-             "grad_a_ptr": "*bf16", "a_scale_ptr": "*fp32", "a_t_ptr": "*fp8e4nv", "grad_h_ptr": "*fp8e5",
+             "grad_a_ptr": "*fp8e5", "a_scale_ptr": "*fp32", "a_t_ptr": "*fp8e4nv", "grad_h_ptr": "*fp8e5",
              "grad_h_t_ptr": "*fp8e5", "inverse_scale": "fp32", "limit": "fp32", "scales_ptr": "*fp32",
              "out_t_ptr": "*fp8e4nv", "sums_ptr": "*fp32", "sorted_ids_ptr": "*i32", "order_ptr": "*i64",
              "rows_ptr": "*bf16", "other_scales_ptr": "*fp32", "total_ptr": "*fp32", "parts_ptr": "*fp32",

@@ -711,17 +711,22 @@ def fp8_mlp_leaves():
 
 def fp8_mlp_reference(x, fc_w, proj_w, grad_y, row_step):
     """FP8MLP's output and gradients step by step on the float8 grids of their scales (the RMS-normed x's fixed at
-    sqrt(dim) / 448, the others amax scales), relu(h) in the backward from a's e4m3 copy (sqrt(a)): y, grad_x,
-    grad_fc, grad_proj."""
+    sqrt(dim) / 448, a's gradient's at its bound, proj_w's e4m3 copy's largest column sum of magnitudes, the others
+    amax scales), relu(h) in the backward from a's e4m3 copy (sqrt(a)): y, grad_x, grad_fc, grad_proj. a's and h's
+    gradients are on their grids in grad_y's e5m2 units times proj_w's e4m3 units, as the op rounds them."""
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
     x_q, fc_q = through_e4m3(x, x.size(-1) ** 0.5 / 448), through_e4m3(fc_w, amax_scale(fc_w, e4m3))
-    proj_q = through_e4m3(proj_w, amax_scale(proj_w, e4m3))
+    proj_scale, g_scale = amax_scale(proj_w, e4m3), amax_scale(grad_y, e5m2, row_step)
+    proj_q = through_e4m3(proj_w, proj_scale)
     a = F.relu(x_q @ fc_q).square()  # h in fp32: the up projection's epilogue never rounds it to bf16
     a_q = through_e4m3(a, amax_scale(a, e4m3, row_step))
-    g_q = through_e5m2(grad_y, amax_scale(grad_y, e5m2, row_step))
-    grad_a = (g_q @ proj_q).bfloat16()
-    grad_h = 2 * a_q.sqrt() * grad_a.float()
-    grad_h_q = through_e5m2(grad_h, amax_scale(grad_h, e5m2, row_step))
+    g_q = through_e5m2(grad_y, g_scale)
+    proj_units = proj_q / proj_scale
+    bound = proj_units.abs().sum(dim=0).amax()
+    grad_a_units = ((g_q / g_scale) @ (proj_units * (1 / bound))).to(e5m2).float()
+    grad_h_units = 2 * a_q.sqrt() * grad_a_units
+    grad_h_scale = amax_scale(grad_h_units, e5m2, row_step)
+    grad_h_q = (grad_h_units / grad_h_scale).to(e5m2).float() * (grad_h_scale * (g_scale * proj_scale * bound))
     return (a_q @ proj_q.T).bfloat16(), (grad_h_q @ fc_q.T).bfloat16(), x_q.T @ grad_h_q, g_q.T @ a_q
 
 
@@ -743,12 +748,31 @@ def test_mlp_weight_casts_are_both_layouts_and_scales_that_view_no_other_tensor(
     """The scales are 0-d tensors of their own: one stacked scale tensor, indexed in FP8MLP, broke inductor's GEMM
     template lowering on the GPU (a view of two elements taken as one; perf/NOTES.md session 63)."""
     _, fc_w, proj_w = fp8_mlp_leaves()
-    fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale = train_gpt.mlp_weight_casts(fc_w, proj_w)
+    fc_f8, fc_f8_t, proj_f8, proj_f8_t, fc_scale, proj_scale, bound = train_gpt.mlp_weight_casts(fc_w, proj_w)
     for f8, f8_t, w, scale in ((fc_f8, fc_f8_t, fc_w, fc_scale), (proj_f8, proj_f8_t, proj_w, proj_scale)):
         assert torch.equal(f8.view(torch.uint8), train_gpt.to_float8_scaled(w.detach(), torch.float8_e4m3fn)[0].view(
             torch.uint8))
         assert torch.equal(f8_t.view(torch.uint8), f8.view(torch.uint8).T) and f8_t.is_contiguous()
+    for scale in (fc_scale, proj_scale, bound):
         assert scale.shape == () and scale._base is None and not scale.requires_grad
+    assert bound == proj_f8.float().abs().sum(dim=0).max()
+
+
+def test_grad_a_bound_is_reached_by_the_worst_gradient_row_and_nothing_overflows_e5m2():
+    """a's gradient in e5m2 units is grad_y's e5m2 (at most 57,344 an entry) times proj_w's e4m3 copy over the bound:
+    a gradient row of +-57,344 with the signs of the largest column reaches e5m2's largest value there, and no entry
+    of a random gradient (saturated where the cast saturates) goes past it. A zero weight gives a bound of 1."""
+    _, fc_w, proj_w = fp8_mlp_leaves()
+    *_, proj_f8, proj_f8_t, _, _, bound = train_gpt.mlp_weight_casts(fc_w.detach(), proj_w.detach())
+    largest = torch.finfo(torch.float8_e5m2).max
+    column = proj_f8.float().abs().sum(dim=0).argmax()
+    worst = (torch.sign(proj_f8[:, column].float()) * largest).to(torch.float8_e5m2)
+    noise = (torch.randn(64, proj_f8.size(0), generator=torch.Generator().manual_seed(3)) * 3e4).clamp(-largest,
+                                                                                                        largest)
+    grad_y_f8 = torch.cat([worst[None], noise.to(torch.float8_e5m2)])
+    grad_a = train_gpt.scaled_mm(grad_y_f8, proj_f8_t.T, 1.0, 1 / bound, torch.float8_e5m2, fast_accum=True).float()
+    assert grad_a[0, column] == largest and grad_a.isfinite().all() and grad_a.abs().max() == largest
+    assert train_gpt.grad_a_bound(torch.zeros_like(proj_f8)) == 1.0
 
 
 def test_fp8_mlp_fast_accumulation_only_where_the_sum_is_short(scaled_mm_calls):
@@ -837,14 +861,14 @@ def test_relu_h_from_the_e4m3_a_is_within_e4m3s_rounding_halved():
 
 
 def relu_square_case(rows, cols, seed):
-    """fp8_relu_square_grads's inputs: a = relu(h)^2's e4m3 copy for a random h, a's gradient, and a's and h's
-    gradient's scales, inside both formats' ranges."""
+    """fp8_relu_square_grads's inputs: a = relu(h)^2's e4m3 copy for a random h, a's gradient in e5m2 (as FP8MLP's
+    GEMM writes it), and a's and h's gradient's scales, inside both formats' ranges."""
     gen = torch.Generator().manual_seed(seed)
     h = torch.randn(rows, cols, generator=gen).bfloat16()
-    grad_a = (torch.randn(rows, cols, generator=gen) * 1e-3).bfloat16()
+    grad_a = (torch.randn(rows, cols, generator=gen) * 100).to(torch.float8_e5m2)
     a_scale = torch.tensor(2.0 ** -3)
     a_f8 = train_gpt.to_float8(F.relu(h.float()).square(), a_scale, torch.float8_e4m3fn)
-    return a_f8, grad_a, a_scale, torch.tensor(2.0 ** -20)
+    return a_f8, grad_a, a_scale, torch.tensor(2.0 ** -3)
 
 
 @pytest.mark.parametrize("launch", [(64, 64, 4), train_gpt.RELU_SQUARE_LAUNCH])
@@ -919,7 +943,7 @@ def test_the_start_up_checks_inputs_are_made_as_the_mlp_makes_them():
     """a's e4m3 copy of relu(h)^2 and both scales from the tensors' largest values (all rows), as FP8MLP with
     row_step 1: a's largest entry is e4m3's largest, h's gradient's largest e5m2's."""
     a_f8, grad_a, a_scale, grad_scale = train_gpt.relu_square_check_inputs(192, 384, torch.device("cpu"))
-    assert (a_f8.dtype, grad_a.dtype, a_f8.shape) == (torch.float8_e4m3fn, torch.bfloat16, (192, 384))
+    assert (a_f8.dtype, grad_a.dtype, a_f8.shape) == (torch.float8_e4m3fn, torch.float8_e5m2, (192, 384))
     assert a_f8.float().max() == 448 and 0.4 < (a_f8.float() == 0).float().mean() < 0.6
     grad_h = train_gpt.relu_square_grad(a_f8, a_scale, grad_a)
     assert torch.equal(grad_scale, train_gpt.float8_scale(grad_h, torch.float8_e5m2, 1))
