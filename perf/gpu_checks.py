@@ -172,10 +172,10 @@ def fp8_mlp_checks() -> list[bool]:
 
 
 def grad_a_e5m2_checks(tokens: int = 8192) -> list[bool]:
-    """FP8MLP's grad_a GEMM with its e5m2 output divided by grad_a_bound (cuBLAS's FP8 output) against the same
-    float8 values multiplied in fp32 and cast by torch (bytes apart only where the fast accumulation rounds across
-    an e5m2 step), and a gradient row of +-57,344 with the signs of the largest column: e5m2's largest there, every
-    entry finite."""
+    """FP8MLP's grad_a GEMM with its e5m2 output divided by grad_a_bound (cuBLAS's FP8 output) against the same GEMM
+    to fp32 cast by torch (a first run, against fp32 products of the float8 values, found 0.5% of the bytes one
+    step apart: the fast accumulation's rounding), and a gradient row of +-57,344 with the signs of the largest
+    column: e5m2's largest there, every entry finite."""
     gen = torch.Generator("cuda").manual_seed(5)
     proj_w = torch.randn(768, 3072, device="cuda", generator=gen) * 0.02
     *_, proj_f8, proj_f8_t, _, _, bound = tg.mlp_weight_casts(proj_w, proj_w)
@@ -183,11 +183,11 @@ def grad_a_e5m2_checks(tokens: int = 8192) -> list[bool]:
     column = proj_f8.float().abs().sum(dim=0).argmax()
     grad_y_f8[0] = (torch.sign(proj_f8[:, column].float()) * 57344).to(torch.float8_e5m2)
     ours = tg.scaled_mm(grad_y_f8, proj_f8_t.T, 1.0, 1 / bound, torch.float8_e5m2, fast_accum=True)
-    theirs = (grad_y_f8.float() @ (proj_f8_t.T.float() * (1 / bound))).to(torch.float8_e5m2)
+    theirs = tg.scaled_mm(grad_y_f8, proj_f8_t.T, 1.0, 1 / bound, torch.float32, fast_accum=True).to(torch.float8_e5m2)
     differs = (ours.view(torch.uint8) != theirs.view(torch.uint8)).float().mean().item()
     largest = ours.float()
     print(f"    grad_a's largest entry over the bound: {largest[1:].abs().max().item() / 57344:.3g} (random rows)")
-    return [check("grad_a e5m2 GEMM: bytes unequal to torch's fp32 product and cast", differs, 1e-3),
+    return [check("grad_a e5m2 GEMM: bytes unequal to its fp32 output cast by torch", differs, 1e-4),
             check("grad_a e5m2 GEMM: 57344 - the worst row at the largest column", 57344 - largest[0, column].item(),
                   0.5),
             check("grad_a e5m2 GEMM: non-finite entries", (~largest.isfinite()).float().sum().item(), 0.5)]

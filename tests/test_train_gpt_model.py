@@ -232,7 +232,7 @@ def test_a_steps_weight_casts_give_the_loss_and_gradients_of_casting_in_each_for
     casts = model.weight_casts()
     block_casts, head_casts = casts
     assert head_casts is None  # the CPU's head (fp8_mm) casts its own; the GPU's takes head_weight_casts
-    assert all(len(mlp) == 6 and mlp[0].dtype == torch.float8_e4m3fn for mlp, _ in block_casts)
+    assert all(len(mlp) == 7 and mlp[0].dtype == torch.float8_e4m3fn for mlp, _ in block_casts)
     assert [qkv is None for _, qkv in block_casts] == [block.attn is None for block in model.blocks]
     assert all(len(qkv) == 4 and qkv[0].dtype == torch.float8_e4m3fn for _, qkv in block_casts if qkv is not None)
     results = []
