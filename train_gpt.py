@@ -2589,8 +2589,14 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
             raise LaunchError(f"WORLD_SIZE={world_size} without {' or '.join(missing)}, which torchrun sets for the "
                               "processes to meet; launch with ./run.sh or torchrun, or unset WORLD_SIZE for one "
                               "process")
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                **(dict(device_id=device) if device.type == "cuda" else {}))
+        try:
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                    **(dict(device_id=device) if device.type == "cuda" else {}))
+        except dist.DistError as error:  # a rank never started, or WORLD_SIZE set by hand: torch's timeout traceback
+            meeting = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+            raise LaunchError(f"the {world_size} processes of WORLD_SIZE did not all meet at {meeting} "
+                              f"({str(error).splitlines()[0].strip()}); start every rank together with ./run.sh or "
+                              "torchrun, or unset WORLD_SIZE for one process") from None
     return device, Comm(rank, world_size)
 
 

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -1021,3 +1022,38 @@ def test_a_stopping_signal_gets_through_except_exception_and_every_later_one_sto
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == ["stopped by SIGTERM 143", "stopped by SIGINT 130", "stopped by SIGHUP 129",
                                           "True True"]
+
+
+RUN_WITH_SHORT_MEETING = """
+import datetime, runpy, sys
+import torch.distributed.distributed_c10d as c10d
+c10d._get_default_timeout = lambda backend: datetime.timedelta(seconds=2)  # torch's 30 minutes for gloo
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_ranks_that_never_meet_are_one_line_naming_the_meeting_point(script, tmp_path):
+    """WORLD_SIZE=2 and torchrun's other variables set by hand, one process started: the group's rendezvous timed out
+    (after 30 minutes by default; 2 s here) in torch's DistStoreError traceback. Now one line on the console, exit
+    code 2, as the other launch errors."""
+    tokens = documents(60_000)
+    write_shard(tmp_path / "t_train_000001.bin", tokens)
+    write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
+    with socket.socket() as probe:  # a free port for rank 0's store
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}
+    result = subprocess.run([sys.executable, "-c", RUN_WITH_SHORT_MEETING, script, "--device=cpu", "--compile=false",
+                             "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=512",
+                             "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
+                             f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
+                             f"--logs_dir={tmp_path}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    line = result.stderr.strip()
+    assert re.fullmatch(rf"error: the 2 processes of WORLD_SIZE did not all meet at 127\.0\.0\.1:{port} \(Timed out "
+                        r"after \d+ seconds waiting for clients\. 1/2 clients joined\.\); start every rank together "
+                        r"with \./run\.sh or torchrun, or unset WORLD_SIZE for one process", line), line
