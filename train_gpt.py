@@ -607,8 +607,8 @@ def mlp_weight_casts(fc_w: Tensor, proj_w: Tensor) -> tuple[Tensor, ...]:
 def grad_a_bound(proj_f8: Tensor) -> Tensor:
     """The largest column sum of |proj_f8| (dim x hidden, e4m3; at least 1, so that a zero weight divides nothing):
     each entry of the e5m2 grad_y @ proj_f8 is at most e5m2's largest value times this (grad_y's cast saturates), so
-    the product divided by it fits e5m2 without a maximum taken first. On random data the bound lay 2^5.5 above the
-    largest entry (perf/NOTES.md, session 73); e5m2 keeps ~2^30 of range below it."""
+    the product divided by it fits e5m2 without a maximum taken first. On random data the bound lay 2^4.5-2^5.5 above
+    the largest entry (perf/NOTES.md, session 73); e5m2 keeps ~2^30 of range below it."""
     return proj_f8.float().abs().sum(dim=0).amax().clamp_min(1.0)
 
 
