@@ -2576,6 +2576,11 @@ def reuse_freed_cpu_memory():
         libc.mallopt(-1, 2**31 - 1)  # M_TRIM_THRESHOLD: keep the heap's free top
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message ("" for an empty one): torch's go on for lines of C++ frames and hints."""
+    return next(iter(str(error).strip().splitlines()), "")
+
+
 def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
     """This process's device (on the CPU, with glibc's allocator set to reuse freed memory) and, with several
     processes, their group."""
@@ -2595,7 +2600,7 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
         except dist.DistError as error:  # a rank never started, or WORLD_SIZE set by hand: torch's timeout traceback
             meeting = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
             raise LaunchError(f"the {world_size} processes of WORLD_SIZE did not all meet at {meeting} "
-                              f"({str(error).splitlines()[0].strip()}); start every rank together with ./run.sh or "
+                              f"({first_line(error)}); start every rank together with ./run.sh or "
                               "torchrun, or unset WORLD_SIZE for one process") from None
     return device, Comm(rank, world_size)
 
@@ -2739,7 +2744,7 @@ def report_crashes():
     console_hook = sys.excepthook
 
     def hook(kind, error, trace):
-        report_error(f"error: {kind.__name__}: {next(iter(str(error).strip().splitlines()), '')}", console=False)
+        report_error(f"error: {kind.__name__}: {first_line(error)}", console=False)
         console_hook(kind, error, trace)
 
     sys.excepthook = hook
@@ -3539,9 +3544,9 @@ def exit_with_out_of_memory(error: RuntimeError):
     """A GPU (or, in a CPU run, the machine) too small for the settings: one line naming the settings to lower
     (out_of_memory_phase), on the console of each rank that ran out and as the log's last line; exit code 2."""
     where, fix = out_of_memory_phase(error)
-    gpu, first_line = isinstance(error, torch.OutOfMemoryError), next(iter(str(error).splitlines()), "")
-    first_line = first_line if gpu else first_line.split("DefaultCPUAllocator: ")[-1]  # after its source position
-    torch_says = ". ".join(first_line.split(". ")[:3]).rstrip(".")
+    gpu, message = isinstance(error, torch.OutOfMemoryError), next(iter(str(error).splitlines()), "")
+    message = message if gpu else message.split("DefaultCPUAllocator: ")[-1]  # after its source position
+    torch_says = ". ".join(message.split(". ")[:3]).rstrip(".")
     world_size, rank, _ = launch_ranks()  # valid: main checked them before anything could run out of memory
     who = f"rank {rank}: " if world_size > 1 else ""
     line = (f"error: {who}out of {'GPU' if gpu else 'CPU'} memory {where} ({torch_says}); {fix}, or stop the "
