@@ -744,6 +744,8 @@ def test_out_of_memory_building_the_model_names_its_size_settings(script, part, 
 
 CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
            "allocate 4398046511104 bytes. Error code 12 (Cannot allocate memory)")  # torch 2.13's, for 4 TiB
+# run_through_harness's harness: the script's first backward raises torch's error with the message given last in
+# its place (torch.OutOfMemoryError for the GPU's message, else RuntimeError)
 RUN_WITH_BACKWARD_RAISING = """
 import runpy, sys, torch
 message = sys.argv.pop()
@@ -756,19 +758,20 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def run_with_backward_raising(script: str, message: str, tmp_path: Path, env: dict) -> subprocess.CompletedProcess:
-    """A tiny CPU run of script as a user starts it, its first backward raising torch's error with message in its
-    place (torch.OutOfMemoryError for the GPU's message, else RuntimeError); its log is tmp_path/run.txt."""
+def run_through_harness(harness: str, script: str, tmp_path: Path, env: dict, *harness_args: str
+                        ) -> subprocess.CompletedProcess:
+    """A tiny CPU run of script as a user starts it, under harness (Python source that takes harness_args off the
+    end of sys.argv, then runs the script), on shards written to tmp_path; its log is tmp_path/run.txt. The launch
+    variables are env's only."""
     tokens = documents(60_000)
     write_shard(tmp_path / "t_train_000001.bin", tokens)
     write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
     env = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, **env}
-    return subprocess.run([sys.executable, "-c", RUN_WITH_BACKWARD_RAISING, script, "--device=cpu",
-                           "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
-                           "--train_seq_len=512", "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
-                           f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
-                           f"--logs_dir={tmp_path}", "--run_id=run", message],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", harness, script, "--device=cpu", "--compile=false", "--model_dim=64",
+                           "--num_heads=2", "--head_dim=32", "--train_seq_len=512", "--val_seq_len=512",
+                           "--val_tokens=1024", "--num_iterations=2", f"--train_files={tmp_path}/t_train_*.bin",
+                           f"--val_files={tmp_path}/t_val_*.bin", f"--logs_dir={tmp_path}", "--run_id=run",
+                           *harness_args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
@@ -778,7 +781,8 @@ def test_a_run_out_of_memory_stops_with_the_one_line_and_no_traceback(script, me
     cannot run out of GPU memory, and running out of the machine's is no test to run): the console's only error
     output and the log's last line are the one line, exit code 2. Out of CPU memory (torch's RuntimeError) used to be
     a traceback."""
-    result = run_with_backward_raising(script, TORCH_OOM if memory == "GPU" else CPU_OOM, tmp_path, {})
+    result = run_through_harness(RUN_WITH_BACKWARD_RAISING, script, tmp_path, {},
+                                 TORCH_OOM if memory == "GPU" else CPU_OOM)
     torch_says = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which "
                   "1.20 GiB is free" if memory == "GPU" else
                   "can't allocate memory: you tried to allocate 4398046511104 bytes. Error code 12 (Cannot allocate "
@@ -796,8 +800,9 @@ def test_a_crash_ends_the_log_and_torchruns_error_file_with_its_first_line(scrip
     """The script as a user runs it under torchrun (its error file named), its first backward raising an error of no
     kind the script expects: the console gets the whole traceback, the log and the error file the error's type and
     first line; exit code 1, Python's own."""
-    result = run_with_backward_raising(script, "NCCL communicator was aborted on rank 1\nmore detail", tmp_path,
-                                       {"TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")})
+    result = run_through_harness(RUN_WITH_BACKWARD_RAISING, script, tmp_path,
+                                 {"TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")},
+                                 "NCCL communicator was aborted on rank 1\nmore detail")
     line = "error: RuntimeError: NCCL communicator was aborted on rank 1"
     assert result.returncode == 1 and "Traceback" in result.stderr, result.stderr[-3000:]
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
@@ -1024,6 +1029,7 @@ def test_a_stopping_signal_gets_through_except_exception_and_every_later_one_sto
                                           "True True"]
 
 
+# run_through_harness's harness: the process group's rendezvous times out after 2 s
 RUN_WITH_SHORT_MEETING = """
 import datetime, runpy, sys
 import torch.distributed.distributed_c10d as c10d
@@ -1038,20 +1044,12 @@ def test_ranks_that_never_meet_are_one_line_naming_the_meeting_point(script, tmp
     """WORLD_SIZE=2 and torchrun's other variables set by hand, one process started: the group's rendezvous timed out
     (after 30 minutes by default; 2 s here) in torch's DistStoreError traceback. Now one line on the console, exit
     code 2, as the other launch errors."""
-    tokens = documents(60_000)
-    write_shard(tmp_path / "t_train_000001.bin", tokens)
-    write_shard(tmp_path / "t_val_000000.bin", tokens[:4_000])
     with socket.socket() as probe:  # a free port for rank 0's store
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port)}
-    result = subprocess.run([sys.executable, "-c", RUN_WITH_SHORT_MEETING, script, "--device=cpu", "--compile=false",
-                             "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=512",
-                             "--val_seq_len=512", "--val_tokens=1024", "--num_iterations=2",
-                             f"--train_files={tmp_path}/t_train_*.bin", f"--val_files={tmp_path}/t_val_*.bin",
-                             f"--logs_dir={tmp_path}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = run_through_harness(RUN_WITH_SHORT_MEETING, script, tmp_path,
+                                 {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                                  "MASTER_PORT": str(port)})
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     line = result.stderr.strip()
     assert re.fullmatch(rf"error: the 2 processes of WORLD_SIZE did not all meet at 127\.0\.0\.1:{port} \(Timed out "
