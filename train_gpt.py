@@ -3544,7 +3544,7 @@ def exit_with_out_of_memory(error: RuntimeError):
     """A GPU (or, in a CPU run, the machine) too small for the settings: one line naming the settings to lower
     (out_of_memory_phase), on the console of each rank that ran out and as the log's last line; exit code 2."""
     where, fix = out_of_memory_phase(error)
-    gpu, message = isinstance(error, torch.OutOfMemoryError), next(iter(str(error).splitlines()), "")
+    gpu, message = isinstance(error, torch.OutOfMemoryError), first_line(error)
     message = message if gpu else message.split("DefaultCPUAllocator: ")[-1]  # after its source position
     torch_says = ". ".join(message.split(". ")[:3]).rstrip(".")
     world_size, rank, _ = launch_ranks()  # valid: main checked them before anything could run out of memory
