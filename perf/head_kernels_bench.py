@@ -1,8 +1,9 @@
 """Launch configurations of track 1's head kernels at the proxy step's shapes (run on a GPU): softcap_ce_kernel by
-block and warps, transpose_kernel (the float8 gradient's copy for grad_w, and the QKV projection's e4m3 gradient's
-copy for its weight gradient, fp8_qkv_weight_grad) and float8_both_ways_kernel (x and w) by block and warps. Each
-configuration's output is compared with the script's own launch: the transposes byte for byte, the loss kernel by its
-largest loss difference and the share of equal float8 gradient bytes (its row sum's order depends on the block).
+block and warps, transpose_kernel (the float8 gradient's copy for grad_w, the QKV projection's e4m3 gradient's copy
+for its weight gradient, fp8_qkv_weight_grad, and FP8MLP's copy of its e4m3 x, whose e5m2 grad_y has the same shape)
+and float8_both_ways_kernel (x and w) by block and warps. Each configuration's output is compared with the script's
+own launch: the transposes byte for byte, the loss kernel by its largest loss difference and the share of equal float8
+gradient bytes (its row sum's order depends on the block).
 
 python perf/head_kernels_bench.py [--tiny]  ->  one line per kernel and configuration: ms and the comparison; the
 script's own launch is marked. --tiny: small shapes on the CPU under Triton's interpreter, fp32 outputs for the loss
@@ -48,6 +49,7 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
     rows, vocab, dim = (200, 300, 96) if tiny else (49152, 50304, 768)
     grad = (torch.randn(rows, vocab, device=device, generator=gen) * 100).to(torch.float8_e5m2)
     qkv_grad = (torch.randn(rows, 3 * dim, device=device, generator=gen) * 100).to(torch.float8_e4m3fn)
+    mlp_x = (torch.randn(rows, dim, device=device, generator=gen) * 100).to(torch.float8_e4m3fn)
     x = (torch.randn(rows, dim, device=device, generator=gen) * 3).bfloat16()
     x_s = tg.normed_e4m3_scale(dim)
     w = torch.randn(vocab, dim, device=device, generator=gen) * 0.3
@@ -55,6 +57,7 @@ def bench_squares(tg, tiny: bool, device: str) -> None:
               tg.TRANSPOSE_LAUNCH),
              ("transpose_kernel, the QKV gradient", lambda launch: (tg.transposed(qkv_grad, launch),),
               tg.TRANSPOSE_LAUNCH),
+             ("transpose_kernel, the MLP's x", lambda launch: (tg.transposed(mlp_x, launch),), tg.TRANSPOSE_LAUNCH),
              ("float8_both_ways_kernel, x (bf16)", lambda launch: tg.float8_both_ways(x, x_s, launch),
               tg.FLOAT8_BOTH_WAYS_LAUNCH),
              ("float8_both_ways_kernel, w (fp32)", lambda launch: tg.float8_both_ways(w, 2 ** -9, launch),

@@ -21,7 +21,7 @@ def test_tiny_run_compares_every_launch_with_the_scripts(repo_root, require_inte
     # the row sum's order follows the block: losses within fp32 rounding, gradients equal but for a few ulps
     assert all(float(m[4]) < 1e-4 and float(m[5]) > 0.9 for m in ce), lines[:7]
     squares = lines[7:]
-    assert len(squares) == 4 * len(head_kernels_bench.SQUARE_LAUNCHES)
+    assert len(squares) == 5 * len(head_kernels_bench.SQUARE_LAUNCHES)
     for line in squares:
         assert re.fullmatch(r"(transpose_kernel|float8_both_ways_kernel), .+ BLOCK=\d+ warps=\d+( \(the script's\))?: "
                             r"[\d.]+ ms, equal", line), line
@@ -29,6 +29,8 @@ def test_tiny_run_compares_every_launch_with_the_scripts(repo_root, require_inte
     assert marked == [f"transpose_kernel, the float8 gradient BLOCK={tg.TRANSPOSE_LAUNCH[0]} "
                       f"warps={tg.TRANSPOSE_LAUNCH[1]} (the script's)",
                       f"transpose_kernel, the QKV gradient BLOCK={tg.TRANSPOSE_LAUNCH[0]} "
+                      f"warps={tg.TRANSPOSE_LAUNCH[1]} (the script's)",
+                      f"transpose_kernel, the MLP's x BLOCK={tg.TRANSPOSE_LAUNCH[0]} "
                       f"warps={tg.TRANSPOSE_LAUNCH[1]} (the script's)",
                       "float8_both_ways_kernel, x (bf16) BLOCK=64 warps=4 (the script's)",
                       "float8_both_ways_kernel, w (fp32) BLOCK=64 warps=4 (the script's)"]
