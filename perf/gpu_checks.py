@@ -448,7 +448,7 @@ def attention_inputs_checks(script, track: str, tokens: int, heads: int, head_di
         print(f"time {track} attention inputs forward + backward, {shape}, inductor: {ms:.3f} ms")
     except InductorError as error:  # session 24: track 2's shape alone hit a tiling assertion
         print(f"time {track} attention inputs forward + backward, {shape}, inductor: did not compile "
-              f"({str(error).splitlines()[0][:100]})")
+              f"({tg.first_line(error)[:100]})")
     for launch in [script.ATTENTION_INPUTS_LAUNCH, (8, 4), (32, 4), (32, 8), (64, 8)]:  # BLOCK_ROWS, num_warps
         ms = do_bench(lambda: (script.attention_inputs_triton(qkv, cos, sin, lambdas, ve, launch),
                                script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve, launch)))
