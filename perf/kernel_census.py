@@ -3,7 +3,8 @@ LAUNCHERS]` log lines (the script lists its 30 longest kernels; run through this
 profiled step into categories, so that the many short kernels the 30 leave out are counted too.
 
 python perf/kernel_census.py short|medium --profile_steps=N --logs_dir=D --run_id=R [script args...]  ->  the run
-    (the track script's own main, every kernel listed), then the tables from its log D/R.txt.
+    (the track script's own main, every kernel listed), then the tables from its log D/R.txt. With --script=PATH: a
+    version of the track's script (a branch's copy, e.g. perf/base/B.py) runs instead, its kernels counted as own.
 python perf/kernel_census.py --log=PATH --steps=N  ->  the tables from an existing log of N profiled steps.
 python perf/kernel_census.py --log=A --steps=N --compare=B  ->  A's tables, then B's kernels against A's: ms a
     profiled step by kernel name (inductor's trailing build number dropped: it shifts between versions of a script),
@@ -27,10 +28,10 @@ LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short o
 KERNEL_LINE = re.compile(r"kernel ([\d.]+) ms in (\d+) calls: (.+?)(?: \[from (.*)\])?$")  # ATen's names hold spaces
 
 
-def script_kernels() -> set[str]:
-    """The Triton kernels both track scripts define (their @triton.jit functions' names; under TRITON_INTERPRET=1
-    those are the interpreter's functions, which share the launch interface)."""
-    return {name for path in SCRIPTS.values() for name, value in vars(load_script(path)).items()
+def script_kernels(versions: tuple[Path, ...] = ()) -> set[str]:
+    """The Triton kernels both track scripts and the given versions of them define (their @triton.jit functions'
+    names; under TRITON_INTERPRET=1 those are the interpreter's functions, which share the launch interface)."""
+    return {name for path in (*SCRIPTS.values(), *versions) for name, value in vars(load_script(path)).items()
             if isinstance(value, triton.runtime.jit.KernelInterface)}
 
 
@@ -148,13 +149,21 @@ def comparison(rows_a: list[KernelLine], rows_b: list[KernelLine], steps: int, c
 RUN_OPTIONS = ("profile_steps", "logs_dir", "run_id")  # a track run's options this tool reads the log by
 
 
+def script_of(track: str, argv: list[str]) -> Path:
+    """The script a track-mode run runs: --script=PATH's version, else the repository's track script."""
+    return Path(option_values(argv, "script")[-1]) if option_values(argv, "script") else SCRIPTS[track]
+
+
 def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
-    """Runs the track's main with every kernel listed; returns its log's path and its count of profiled steps."""
+    """Runs the track's main (or --script's) with every kernel listed; returns its log's path and its count of
+    profiled steps."""
     needed = {name: option_values(argv, name)[-1:] for name in RUN_OPTIONS}
-    module = load_script(SCRIPTS[track])
+    script = script_of(track, argv)
+    module = load_script(script)
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
-    sys.argv = [os.path.relpath(SCRIPTS[track]), *argv]  # the log's command line, as a plain run would write it
+    script_args = [arg for arg in argv if not arg.startswith("--script=")]
+    sys.argv = [os.path.relpath(script), *script_args]  # the log's command line, as a plain run would write it
     module.main()
     return Path(needed["logs_dir"][0]) / f"{needed['run_id'][0]}.txt", int(needed["profile_steps"][0])
 
@@ -182,8 +191,8 @@ def log_mode_error(argv: list[str]) -> int | None:
 
 
 def track_mode_error(argv: list[str]) -> int | None:
-    """For TRACK [script args...]: 2 after one line naming an unknown track or a missing option that the log is read
-    by (the track script checks the rest); None when all are there."""
+    """For TRACK [script args...]: 2 after one line naming an unknown track, a missing option that the log is read
+    by or a --script that is no file (the track script checks the rest); None when all are fine."""
     if argv[0] not in SCRIPTS:
         print(f"error: unknown argument {argv[0]!r}: name a track ({' or '.join(SCRIPTS)}) or give --log=PATH "
               "--steps=N (see --help)", file=sys.stderr)
@@ -191,6 +200,10 @@ def track_mode_error(argv: list[str]) -> int | None:
     if missing := [f"--{name}" for name in RUN_OPTIONS if not option_values(argv, name)]:
         print(f"error: give {', '.join(missing)}: the run's log is read after, from --logs_dir/--run_id.txt, over "
               "--profile_steps steps (see --help)", file=sys.stderr)
+        return 2
+    if not (script := script_of(argv[0], argv)).is_file():
+        print(f"error: --script={script}: no such file; give a version of the {argv[0]} track's script (see --help)",
+              file=sys.stderr)
         return 2
     return None
 
@@ -204,7 +217,7 @@ def main(argv: list[str]) -> int:
         if (answer := log_mode_error(argv)) is not None:
             return answer
         log, steps = Path(option_values(argv, "log")[-1]), int(option_values(argv, "steps")[-1])
-    own_kernels = script_kernels()
+    own_kernels = script_kernels(tuple(Path(path) for path in option_values(argv, "script")[-1:]))
     print("\n".join(report(log.read_text(), steps, own_kernels)))
     if other := option_values(argv, "compare"):
         rows = [census(path.read_text(), own_kernels) for path in (log, Path(other[-1]))]

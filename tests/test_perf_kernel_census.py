@@ -1,5 +1,6 @@
-"""perf/kernel_census.py on the CPU: its categories and phases on a made-up log and on a record's real profile, and
-that the two functions it widens in the track scripts still take the count it sets."""
+"""perf/kernel_census.py on the CPU: its categories and phases on a made-up log and on a record's real profile, that
+the two functions it widens in the track scripts still take the count it sets, and that --script runs a version of a
+track's script in their place."""
 import inspect
 import sys
 from pathlib import Path
@@ -95,6 +96,48 @@ def test_compare_lists_the_changed_kernels_by_name_without_inductors_build_numbe
     assert "== by kind" in out and out.count("== B - A by kernel") == 1 and "triton_poi_fused_add\n" in out
 
 
+VERSION = """import pathlib, sys
+import triton
+
+
+@triton.jit
+def branch_only_kernel(x):
+    pass
+
+
+def longest_kernels(count=30):
+    return count
+
+
+def kernel_launchers(depth=4):
+    return depth
+
+
+def main():
+    logs_dir, run_id = (next(a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}="))
+                        for name in ("logs_dir", "run_id"))
+    widened = f"{longest_kernels()} {kernel_launchers()}"
+    pathlib.Path(logs_dir, f"{run_id}.txt").write_text(f"{widened} {sys.argv}\\n" + LOG)
+"""
+
+
+def test_script_runs_a_version_in_the_tracks_place_and_counts_its_kernels_as_own(tmp_path, capsys, monkeypatch):
+    """A stand-in version (its main writes the log; the real scripts cannot be loaded twice in one process: their
+    custom ops register once): it runs with every kernel listed, its command line names it and not --script, and its
+    own kernel, which neither track script defines, counts among the script's Triton kernels."""
+    version = tmp_path / "B.py"
+    log = MADE_UP_LOG + f"kernel 2.0 ms in 2 calls: branch_only_kernel [from {FORWARD}]\n"
+    version.write_text(VERSION.replace("LOG", repr(log)))
+    monkeypatch.chdir(tmp_path)
+    assert kernel_census.main(["short", f"--script={version}", "--profile_steps=2", f"--logs_dir={tmp_path}",
+                               "--run_id=r", "--seed=1"]) == 0
+    first_line = (tmp_path / "r.txt").read_text().splitlines()[0]
+    assert first_line == f"{sys.maxsize} {kernel_census.LAUNCHER_DEPTH} " + str(
+        ["B.py", "--profile_steps=2", f"--logs_dir={tmp_path}", "--run_id=r", "--seed=1"])
+    rows = rows_by(capsys.readouterr().out.splitlines(), "by kind")
+    assert rows["the script's Triton kernels"].split()[0] == "3.25"  # softcap 2.0 + branch 1.0 + sym_matmul 0.25
+
+
 @pytest.mark.parametrize("argv, line", [
     ([], "error: give --log=PATH and --steps=N together, or a track and its run's options (see --help)"),
     (["--bogus"], "error: unknown argument '--bogus': its only options are --log=... --steps=... --compare=... (see "
@@ -109,7 +152,9 @@ def test_compare_lists_the_changed_kernels_by_name_without_inductors_build_numbe
     (["shrt", "--profile_steps=2"], "error: unknown argument 'shrt': name a track (short or medium) or give "
                                     "--log=PATH --steps=N (see --help)"),
     (["short", "--profile_steps=2", "--run_id=r"], "error: give --logs_dir: the run's log is read after, from "
-                                                   "--logs_dir/--run_id.txt, over --profile_steps steps (see --help)")])
+                                                   "--logs_dir/--run_id.txt, over --profile_steps steps (see --help)"),
+    (["short", "--script=B.py", "--profile_steps=2", "--logs_dir=.", "--run_id=r"],
+     "error: --script=B.py: no such file; give a version of the short track's script (see --help)")])
 def test_a_bad_command_line_is_one_line_before_any_work(tmp_path, capsys, monkeypatch, argv, line):
     """Were a usage line with exit status 1 (no options, a bad track), a FileNotFoundError or ValueError traceback,
     a silently ignored option, or a census of zero steps (--steps=0: a ZeroDivisionError)."""
