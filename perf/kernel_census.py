@@ -154,11 +154,10 @@ def script_of(track: str, argv: list[str]) -> Path:
     return Path(option_values(argv, "script")[-1]) if option_values(argv, "script") else SCRIPTS[track]
 
 
-def run_track(track: str, argv: list[str]) -> tuple[Path, int]:
-    """Runs the track's main (or --script's) with every kernel listed; returns its log's path and its count of
+def run_track(script: Path, argv: list[str]) -> tuple[Path, int]:
+    """Runs the script's main (script_of's) with every kernel listed; returns its log's path and its count of
     profiled steps."""
     needed = {name: option_values(argv, name)[-1:] for name in RUN_OPTIONS}
-    script = script_of(track, argv)
     module = load_script(script)
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
@@ -209,15 +208,18 @@ def track_mode_error(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str]) -> int:
+    versions = ()  # the script a track-mode run ran (--script's or the track's): its kernels counted as own
     if argv and not argv[0].startswith("-"):
         if (answer := track_mode_error(argv)) is not None:
             return answer
-        log, steps = run_track(argv[0], argv[1:])
+        script = script_of(argv[0], argv)
+        versions = (script,)
+        log, steps = run_track(script, argv[1:])
     else:
         if (answer := log_mode_error(argv)) is not None:
             return answer
         log, steps = Path(option_values(argv, "log")[-1]), int(option_values(argv, "steps")[-1])
-    own_kernels = script_kernels(tuple(Path(path) for path in option_values(argv, "script")[-1:]))
+    own_kernels = script_kernels(versions)
     print("\n".join(report(log.read_text(), steps, own_kernels)))
     if other := option_values(argv, "compare"):
         rows = [census(path.read_text(), own_kernels) for path in (log, Path(other[-1]))]
