@@ -78,8 +78,9 @@ class Hyperparameters:
     num_heads: int = setting(6, "attention heads (num_heads x head_dim = model_dim)")
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
-    fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward, with "
-                            "scales from each tensor's maximum (the RMS-normed input's: sqrt(model_dim))")
+    fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward: the "
+                            "weights' scales from their maximum, the RMS-normed input's fixed (sqrt(model_dim)), the "
+                            "hidden gradient's from a bound on the weight, the others' from sampled maxima")
     fp8_amax_row_step: int = setting(16, "the FP8 MLP's hidden activation and gradient scales come from every Nth "
                                      "row's maximum, with 2x headroom (1 = every row, no headroom)")
     fp8_qkv: bool = setting(True, "the attention's QKV projection on the FP8 tensor cores in training (e4m3, a scale "
@@ -194,9 +195,9 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 # ----------------------------------------------------------------------------------------------
 # FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head off the GPU (on the GPU,
-# the fused head below), scales from each tensor's maximum for the MLP (--fp8_mlp), sampled for activations and
-# gradients (--fp8_amax_row_step), and the rowwise GEMM that the QKV projection takes (--fp8_qkv, with the attention
-# inputs' kernels below)
+# the fused head below), for the MLP (--fp8_mlp) scales from the weights' maximum, fixed for the normed input,
+# bounded for a's gradient and sampled for the other activations and gradients (--fp8_amax_row_step), and the rowwise
+# GEMM that the QKV projection takes (--fp8_qkv, with the attention inputs' kernels below)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,

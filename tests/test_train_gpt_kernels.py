@@ -661,7 +661,8 @@ def test_fp8_head_fast_accumulation_only_in_the_forward(scaled_mm_calls, require
 
 
 # ----------------------------------------------------------------------------------------------
-# FP8 MLP matmuls (--fp8_mlp): scales from each tensor's maximum, plain autograd
+# FP8 MLP matmuls (--fp8_mlp): the weights' scales from their maximum, fixed, bounded or sampled for the rest;
+# plain autograd
 
 
 def mlp_inputs(seed):
