@@ -1653,6 +1653,15 @@ def environment() -> dict:
                 ptxas=ptxas_in_use())
 
 
+def nvidia_smi_lines(timeout_s: float = 30) -> list[str]:
+    """nvidia-smi's table for the log, or one line saying why there is none: a hung or broken nvidia-smi costs the
+    log its table, not the run."""
+    try:
+        return subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=timeout_s).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return [f"not read: {first_line(error)}"]
+
+
 def launch_command(world_size: int) -> str:
     argv = shlex.join(sys.argv)
     if "TORCHELASTIC_RUN_ID" in os.environ:
@@ -1684,8 +1693,7 @@ class RunLog:
         lines.append("hyperparameters:")
         lines += [f"  {name}: {format_value(value)}" for name, value in dataclasses.asdict(args).items()]
         if shutil.which("nvidia-smi"):
-            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-            lines += ["nvidia-smi:"] + [f"  {line}" for line in smi.splitlines()]
+            lines += ["nvidia-smi:"] + [f"  {line}" for line in nvidia_smi_lines()]
         self.write("\n".join(lines), console=False)
 
 

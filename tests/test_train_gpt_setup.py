@@ -4,7 +4,8 @@ it has loaded the file another process wrote), the compiler's phase times, what 
 its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
 Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads, and the turns
 their threads take creating Triton's launchers (whose modules Triton loads under one shared name); a CPU
-process's malloc, which keeps freed memory for reuse; and the one line a run out of GPU memory stops with."""
+process's malloc, which keeps freed memory for reuse; the one line a run out of GPU memory stops with; and the
+log header's nvidia-smi table, or the line that says why it is missing."""
 
 import ctypes
 import functools
@@ -558,6 +559,39 @@ def test_a_validation_line_gives_throughput_of_all_ranks_and_mfu_per_gpu(script)
     # before the first step there is no step time to divide by
     first = script.validation_line(0, 10.8258, 0.0, args, 393_216, 8e14, 8)
     assert first == "step:0/100 val_loss:10.8258 train_time:0ms"
+
+
+def fake_nvidia_smi(folder: Path, body: str, monkeypatch):
+    """An executable nvidia-smi in folder, first on PATH: a shell script whose lines after the first are body."""
+    smi = folder / "nvidia-smi"
+    smi.write_text(body)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_log_header_ends_with_nvidia_smis_table(script, tmp_path, monkeypatch):
+    fake_nvidia_smi(tmp_path, '#!/bin/sh\necho "| NVIDIA-SMI 580.65 |"\necho "| 0  NVIDIA H200 |"\n', monkeypatch)
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    log.header(script.Hyperparameters(), "run", 1)
+    assert (tmp_path / "run.txt").read_text().endswith("nvidia-smi:\n  | NVIDIA-SMI 580.65 |\n  | 0  NVIDIA H200 |\n")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("case", ["hangs", "cannot start"])
+def test_an_nvidia_smi_that_hangs_or_cannot_start_is_one_line_in_the_log_not_a_crash(script, case, tmp_path,
+                                                                                    monkeypatch):
+    """The table is for the record; a broken driver's nvidia-smi that never answers, or one that cannot run, leaves
+    a line saying why in its place."""
+    body = "#!/bin/sh\nexec sleep 30\n" if case == "hangs" else "#!/no/such/shell\n"
+    fake_nvidia_smi(tmp_path, body, monkeypatch)
+    started = time.monotonic()
+    [line] = script.nvidia_smi_lines(timeout_s=0.5)
+    assert time.monotonic() - started < 10
+    if case == "hangs":
+        assert line == "not read: Command '['nvidia-smi']' timed out after 0.5 seconds"
+    else:
+        assert line.startswith("not read: [Errno ") and "nvidia-smi" in line
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
