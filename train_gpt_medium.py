@@ -1486,15 +1486,20 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise SetupError(f"--device={args.device}: use cuda or cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SetupError("CUDA is not available; run on a GPU machine, or pass --device=cpu for a tiny CPU run")
-    if args.device == "cuda" and torch.cuda.device_count() < launch_number("LOCAL_WORLD_SIZE", 1):
-        raise SetupError(f"{os.environ['LOCAL_WORLD_SIZE']} processes per node, more than the GPUs on it "
+    local_processes, local_gpu = launch_number("LOCAL_WORLD_SIZE", 1), launch_number("LOCAL_RANK", 0)
+    if not 1 <= local_processes <= world_size:
+        raise LaunchError(f"LOCAL_WORLD_SIZE={local_processes} is not a process count from 1 to the world size, "
+                          f"{world_size}; unset LOCAL_WORLD_SIZE (left in the environment?), or launch with ./run.sh "
+                          "or torchrun")
+    if args.device == "cuda" and torch.cuda.device_count() < local_processes:
+        raise SetupError(f"{local_processes} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
-    if args.device == "cuda" and launch_number("LOCAL_RANK", 0) >= torch.cuda.device_count():
+    if args.device == "cuda" and local_gpu >= torch.cuda.device_count():
         raise LaunchError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
                           f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
                           "one process per GPU")
-    if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability() < (9, 0):
-        major, minor = torch.cuda.get_device_capability()
+    if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability(local_gpu) < (9, 0):
+        major, minor = torch.cuda.get_device_capability(local_gpu)
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
     if args.device == "cuda" and args.mlp_epilogue and args.model_dim % 8 != 0:

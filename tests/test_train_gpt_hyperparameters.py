@@ -518,6 +518,39 @@ def test_more_processes_on_a_node_than_gpus_is_one_error_line(monkeypatch, scrip
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("local_processes", ["0", "-1", "3"])
+def test_a_local_world_size_outside_one_to_the_world_size_is_one_error_line(monkeypatch, script, local_processes):
+    """0 or below used to pass, and turn off the check of processes against GPUs."""
+    fake_gpu(monkeypatch, (9, 0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    with pytest.raises(script.LaunchError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
+    assert str(error.value) == (f"LOCAL_WORLD_SIZE={local_processes} is not a process count from 1 to the world "
+                                "size, 2; unset LOCAL_WORLD_SIZE (left in the environment?), or launch with ./run.sh "
+                                "or torchrun")
+
+
+@pytest.mark.parametrize("script, message", [
+    (train_gpt, "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
+                "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
+    (train_gpt_medium, "--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_80); pass --mlp_epilogue=false"),
+], ids=["train_gpt", "train_gpt_medium"])
+def test_the_gpu_check_reads_the_local_ranks_gpu_not_the_first(monkeypatch, script, message):
+    """The check runs before set_device, when torch's current GPU is the first whatever the rank."""
+    capabilities = [(9, 0), (8, 0)]
+    fake_gpu(monkeypatch, None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capabilities[device])
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    script.check_settings(script.Hyperparameters(), 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_local_rank_past_the_gpus_is_one_error_line(monkeypatch, script):
     """It used to fail as 'invalid device ordinal' from the FP8 probe or set_device, a traceback."""
     fake_gpu(monkeypatch, (9, 0))
