@@ -1603,14 +1603,19 @@ def first_line(error: BaseException) -> str:
     return next(iter(str(error).strip().splitlines()), "")
 
 
-def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_size: int):
-    """This process's device (on the CPU, with glibc's allocator set to reuse freed memory) and, with several
-    processes, their group."""
-    device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:
+def set_up_device(args: Hyperparameters, local_rank: int) -> torch.device:
+    """This process's device: its GPU, made current, or the CPU, with glibc's allocator set to reuse freed memory."""
+    if args.device != "cuda":
         reuse_freed_cpu_memory()
+        return torch.device("cpu")
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+def join_processes(device: torch.device, rank: int, world_size: int) -> Comm:
+    """With several processes, their group (NCCL on GPUs, gloo on the CPU), once torchrun's meeting variables are
+    there; this rank's Comm."""
     if world_size > 1:
         if missing := [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]:
             raise LaunchError(f"WORLD_SIZE={world_size} without {' or '.join(missing)}, which torchrun sets for the "
@@ -1624,7 +1629,7 @@ def init_distributed(args: Hyperparameters, rank: int, local_rank: int, world_si
             raise LaunchError(f"the {world_size} processes of WORLD_SIZE did not all meet at {meeting} "
                               f"({first_line(error)}); start every rank together with ./run.sh or "
                               "torchrun, or unset WORLD_SIZE for one process") from None
-    return device, Comm(rank, world_size)
+    return Comm(rank, world_size)
 
 
 def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / "ptxas"):
@@ -2404,7 +2409,8 @@ def main():
         return
 
     configure_triton_builds()  # before any of our kernels is built
-    device, comm = init_distributed(args, rank, local_rank, world_size)
+    device = set_up_device(args, local_rank)
+    comm = join_processes(device, rank, world_size)
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None
     cache_note = load_compile_cache(args.compile_cache)
     log = open_log(args, rank, world_size)
@@ -2507,7 +2513,7 @@ def exit_when_stopped(stopped: Stopped):
     os._exit(128 + stopped.signum)
 
 
-def prints_errors(error: Exception) -> bool:
+def prints_errors(error: BaseException) -> bool:
     """Whether this process prints error's line: rank 0 (every rank finds the same), and any process whose launch
     variables are themselves the error."""
     if isinstance(error, LaunchError):

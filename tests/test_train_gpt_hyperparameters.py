@@ -170,7 +170,8 @@ def test_check_only_stops_every_rank_after_the_checks_and_rank_0_alone_says_so(m
 
     monkeypatch.setattr(script, "check_data", lambda args, ws, accum: ([], []))
     monkeypatch.setattr(script, "configure_triton_builds", no_run)  # the first steps after the checks
-    monkeypatch.setattr(script, "init_distributed", no_run)
+    monkeypatch.setattr(script, "set_up_device", no_run)
+    monkeypatch.setattr(script, "join_processes", no_run)
     for name, value in [("WORLD_SIZE", "2"), ("RANK", str(rank)), ("LOCAL_RANK", str(rank))]:
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(sys, "argv", [f"{script.__name__}.py", "--device=cpu", "--check_only=true"])

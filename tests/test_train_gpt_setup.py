@@ -293,10 +293,9 @@ def test_a_cpu_process_sets_up_malloc_and_a_gpu_one_does_not(script, monkeypatch
     calls = []
     monkeypatch.setattr(script, "reuse_freed_cpu_memory", lambda: calls.append("cpu"))
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(str(device)))
-    device, comm = script.init_distributed(script.Hyperparameters(device="cpu"), 0, 0, 1)
-    assert (device.type, comm.world_size, calls) == ("cpu", 1, ["cpu"])
-    script.init_distributed(script.Hyperparameters(device="cuda"), 0, 0, 1)
-    assert calls == ["cpu", "cuda:0"]
+    assert (script.set_up_device(script.Hyperparameters(device="cpu"), 0).type, calls) == ("cpu", ["cpu"])
+    assert str(script.set_up_device(script.Hyperparameters(device="cuda"), 1)) == "cuda:1"
+    assert calls == ["cpu", "cuda:1"]
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
