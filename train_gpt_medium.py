@@ -1475,7 +1475,8 @@ def check_files(args: Hyperparameters):
 
 
 def check_machine(args: Hyperparameters, world_size: int):
-    """The process count and the device, and the validation split over the processes."""
+    """The process counts and the device, what its kernels need of the model's width, and the validation split over
+    the processes."""
     if world_size < 1 or 8 % world_size != 0:
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
