@@ -1399,10 +1399,13 @@ def check_numbers(args: Hyperparameters):
     for name in ["cooldown_frac", "final_lr_frac"]:
         if getattr(args, name) > 1:
             raise SetupError(f"--{name}={getattr(args, name)} must be in [0, 1]")
-    decay = args.muon_lr * args.muon_weight_decay * max(1.0, args.mlp_weight_decay_mult)
+    mlp_larger = args.mlp_weight_decay_mult > 1  # the MLP matrices' decay, else the attention's, is the largest
+    decay = args.muon_lr * args.muon_weight_decay * (args.mlp_weight_decay_mult if mlp_larger else 1.0)
     if decay >= 1:
-        raise SetupError(f"Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight "
-                         f"decay = {decay:g} >= 1); lower --muon_weight_decay")
+        product, fix = ("lr x weight decay x --mlp_weight_decay_mult", "--muon_weight_decay or --mlp_weight_decay_mult"
+                        ) if mlp_larger else ("lr x weight decay", "--muon_weight_decay")
+        raise SetupError(f"Muon's weight decay takes a matrix's weights to zero or past it each step ({product} = "
+                         f"{decay:g} >= 1); lower {fix}")
     if not 0 <= args.seed < 2**63:
         raise SetupError(f"--seed={args.seed} must be in [0, 2^63)")
 

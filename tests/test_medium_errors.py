@@ -280,8 +280,8 @@ def test_settings_at_the_edges_of_their_ranges_pass(overrides):
      "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay = 1.5 >= 1); "
      "lower --muon_weight_decay"),
     (dict(muon_lr=1.0, muon_weight_decay=0.5),  # the MLP matrices' decay: exactly 1 zeroes them each step
-     "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay = 1 >= 1); "
-     "lower --muon_weight_decay"),
+     "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay x "
+     "--mlp_weight_decay_mult = 1 >= 1); lower --muon_weight_decay or --mlp_weight_decay_mult"),
     (dict(vocab_size=50256), "--vocab_size=50256 must be above the GPT-2 token ids of the shards (up to 50256, end of "
                              "text): at least 50257"),
     (dict(train_seq_len=64), "--train_seq_len=64 is not a multiple of 128 (the attention block size); round it to one"),
