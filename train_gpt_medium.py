@@ -763,7 +763,7 @@ def _(grad_y, proj_w, a, row_scale):
 class NormedReluSquareMLP(torch.autograd.Function):
     """relu(norm(x) @ fc_w^T)^2 @ proj_w^T (x: tokens x dim), norm(x) = r x with r each row's reciprocal RMS, as
     F.rms_norm. The relu-square, its gradient and r sit in GEMM epilogues (mlp_up, mlp_grad_h), so norm(x) is never
-    written: norm(x) @ fc_w^T = r (x @ fc_w^T), and fc_w's gradient is (r grad_h)^T @ x. The other three GEMMs are
+    written: norm(x) @ fc_w^T = r (x @ fc_w^T), and fc_w's gradient is (r grad_h)^T @ x. The other four GEMMs are
     torch's. Keeps x, r and a for the backward, not h: relu(h) = sqrt(a)."""
 
     @staticmethod
@@ -826,7 +826,7 @@ def gram_newton_schulz(gram: Tensor, steps) -> Tensor:
     product = None
     for step, (a, b, c) in enumerate(steps):
         # poly = a * I + b * R + c * R @ R: the kernel adds a on the diagonal, so that the step's a x + (b R + c R R) x
-        # is one plain bmm by poly
+        # is poly x, and a restart's steps are one plain bmm of x by their polys' product
         # (cuBLAS's baddbmm ran 1.4-1.6x slower than bmm at these shapes: perf/muon_bench.py, session 25)
         poly = sym_matmul(gram, gram, alpha=c, beta=b, diagonal=a)
         product = poly if product is None else sym_matmul(poly, y=product)
@@ -835,7 +835,7 @@ def gram_newton_schulz(gram: Tensor, steps) -> Tensor:
     return product
 
 
-def restarts(coefficients: tuple, wide: bool) -> list:
+def restarts(coefficients: list, wide: bool) -> list:
     """The steps between two computations of x itself: for a wide x (rows < cols), Gram Newton-Schulz (Zhang, Amsel,
     Chen, Dao 2026) iterates on the Gram matrix, a third fewer FLOPs here (cols = 4 rows); round-off in R grows into
     spurious eigenvalues over more than three steps, so x is rebuilt and R recomputed after the first two. A square x
@@ -1055,7 +1055,7 @@ def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool | N
     1.1 ms a step on the H200); uncompiled flex_attention evaluates it on every block, so there it needs the window.
     By default (None) mask_mod leaves it out where dynamo traces the caller, as it does the compiled model.
     The rows of every mask, key side and query side (the backward's), come from one block_rows call: one sort a step
-    (track 1's eight calls, one a matrix, ran 1.0 ms a step slower on the H200)."""
+    (eight calls, one a matrix, as track 1 once made them, ran 1.0 ms a step slower on the H200)."""
     matrices = []
     for window_blocks in windows:
         any_pair, full = block_relations(docs, window_blocks)
