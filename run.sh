@@ -25,9 +25,12 @@ command -v "$python" > /dev/null ||
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 for arg in "$@"; do  # help needs no GPU and no launch
     if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
-    case $arg in  # any case, as the script reads it (no ${arg,,}: macOS's bash 3.2 lacks it)
-        --check_only=1 | --check_only=[Tt][Rr][Uu][Ee] | --check_only=[Yy][Ee][Ss]) check_only=true ;;
-        --check_only=*) check_only=false ;;
+    [[ $arg == --check_only=* ]] || continue
+    value=${arg#--check_only=}  # spaces around it dropped, as the script drops them
+    value=${value#"${value%%[![:space:]]*}"}; value=${value%"${value##*[![:space:]]}"}
+    case $value in  # any case, as the script reads it (no ${value,,}: macOS's bash 3.2 lacks it)
+        1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss]) check_only=true ;;
+        *) check_only=false ;;
     esac
 done
 if [ -n "${NPROC:-}" ]; then

@@ -80,7 +80,8 @@ def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_
 
 
 @pytest.mark.parametrize("given, launched", [("--check_only=true", False), ("--check_only=YES", False),
-                                             ("--check_only=false", True)])
+                                             ("--check_only= true ", False), ("--check_only=false", True),
+                                             ("--check_only= 0", True)])
 def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
     """run.sh's check already is the whole of --check_only=true: no launch to print the same line again."""
     calls = tmp_path / "calls.jsonl"
