@@ -25,6 +25,7 @@ import signal
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def list_input_files(paths) -> list:
     files, named_by = [], {}
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and is_input_file(p))
+            found = sorted(p for p in files_below(path) if p.is_file() and is_input_file(p))
         elif path.is_file():
             if not is_input_file(path):
                 raise InputError(f"{path}: unsupported input type; give .jsonl or .txt files "
@@ -98,6 +99,15 @@ def list_input_files(paths) -> list:
     if not files:
         raise InputError(f"no .jsonl or .txt files in {' '.join(map(str, paths))}")
     return files
+
+
+def files_below(folder: Path) -> list:
+    """Every file below folder (symbolic links to folders not followed); a folder below it that cannot be read ends
+    in one line naming it, where Path.rglob would leave its files out without a word."""
+    def unreadable(error: OSError):
+        raise InputError(f"{error.filename}: cannot read the folder ({error.strerror or error}); check its "
+                         "permissions, or name the inputs one by one")
+    return [Path(root, name) for root, _, names in os.walk(folder, onerror=unreadable) for name in names]
 
 
 def decode_utf8(raw: bytes, where: str, offset: int) -> str:
@@ -162,10 +172,15 @@ def open_hf_documents(dataset: str, config, split: str, text_field: str):
 
 def iter_hf_texts(stream, description: str, text_field: str):
     try:
-        for row in stream:
-            yield row[text_field]
+        for row_number, row in enumerate(stream, 1):
+            if not isinstance(text := row[text_field], str):
+                raise InputError(f"{description}, row {row_number}: field \"{text_field}\" holds "
+                                 f"{type(text).__name__}, not text; pass --text_field")
+            yield text
     except KeyError:
         raise InputError(f"{description} has no field \"{text_field}\"; pass --text_field") from None
+    except InputError:
+        raise
     except Exception as e:  # the stream can fail midway (network)
         raise InputError(hf_failure(description, e)) from None
 
@@ -261,6 +276,9 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
                     n_documents += 1
                     n_tokens += tokens.size
                     progress.update(tokens.size)
+    except BrokenProcessPool:  # killed from outside, most often by the kernel's out-of-memory killer
+        raise InputError(f"a tokenizer process died (killed, or out of memory?); rerun, with fewer --workers than "
+                         f"{workers} if memory ran short") from None
     finally:
         encoders.shutdown(cancel_futures=True)  # after a failure the workers finish their current chunks only
     writer.close()

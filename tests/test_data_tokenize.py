@@ -2,6 +2,7 @@
 ../shared's cache where it exists, see conftest.py's gpt2_env)."""
 
 import importlib
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -343,6 +344,59 @@ def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monke
     assert code == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         'error: org/corpus (config None, split train) has no field "content"; pass --text_field')
+
+
+@pytest.mark.parametrize("text", [None, 5])
+def test_an_hf_row_whose_text_field_is_no_text_is_one_error_line(tmp_path, tokenizer_env, monkeypatch, capsys, text):
+    def load_dataset(path, name, split, streaming):
+        return iter([{"text": "A fine document."}, {"text": text}])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    code = fineweb.main(["--hf", "org/corpus", "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f'error: org/corpus (config None, split train), row 2: field "text" holds {type(text).__name__}, not text; '
+        "pass --text_field")
+
+
+def test_a_tokenizer_process_that_dies_is_one_error_line(tmp_path, tokenizer_env):
+    """A worker killed from outside (the out-of-memory killer) broke the pool: a traceback, and no shards."""
+    fineweb.load_encoder()
+
+    def documents():
+        for n in range(3 * fineweb.BATCHES_PER_WORKER):
+            if n == fineweb.BATCHES_PER_WORKER:  # the first batch is encoded: the workers are running
+                for worker in multiprocessing.active_children():
+                    os.kill(worker.pid, signal.SIGKILL)
+            yield f"Document number {n}."
+
+    writer = fineweb.ShardWriter(tmp_path, "w", 1000)
+    with pytest.raises(fineweb.InputError) as error:
+        fineweb.tokenize(documents(), writer, workers=1, chunksize=1)
+    assert str(error.value) == ("a tokenizer process died (killed, or out of memory?); rerun, with fewer --workers "
+                                "than 1 if memory ran short")
+
+
+def test_a_folder_below_an_input_that_cannot_be_read_is_one_error_line(tmp_path, monkeypatch):
+    """Path.rglob skipped it without a word (PermissionError swallowed), leaving its files out of the shards. The
+    test runs as any user: the folder's listing fails by a stand-in for os.scandir (root reads a folder of mode 0)."""
+    (tmp_path / "corpus" / "locked").mkdir(parents=True)
+    (tmp_path / "corpus" / "a.txt").write_text("one")
+    (tmp_path / "corpus" / "locked" / "b.txt").write_text("two")
+    assert fineweb.list_input_files([tmp_path / "corpus"]) == [tmp_path / "corpus" / "a.txt",
+                                                                tmp_path / "corpus" / "locked" / "b.txt"]
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(fineweb.InputError) as error:
+        fineweb.list_input_files([tmp_path / "corpus"])
+    assert str(error.value) == (f"{tmp_path / 'corpus' / 'locked'}: cannot read the folder (Permission denied); "
+                                "check its permissions, or name the inputs one by one")
 
 
 def test_shard_writer_fills_exact_shards_and_writes_no_empty_one(tmp_path):
