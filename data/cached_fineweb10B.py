@@ -213,9 +213,17 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
     if not 0 <= n_train <= spec["train_shards"]:
         raise DownloadError(f"N={n_train} is out of range: {dataset} has {spec['train_shards']} "
                             f"train shards; pick N between 0 and {spec['train_shards']}")
-    if urlparse(hub_endpoint()).scheme not in ("http", "https"):
+    endpoint = urlparse(hub_endpoint())
+    if endpoint.scheme not in ("http", "https"):
         raise DownloadError(f"HF_ENDPOINT={os.environ['HF_ENDPOINT']} is not an http:// or https:// address; "
                             f"write it as https://<host>")
+    try:
+        port_problem = "port 0" if endpoint.port == 0 else ""
+    except ValueError as e:  # out of range, or not a number
+        port_problem = first_line(e)
+    if port_problem:
+        raise DownloadError(f"HF_ENDPOINT={os.environ['HF_ENDPOINT']} has no usable port ({port_problem}); give one "
+                            f"from 1 to 65535, or none (https://<host>)")
     staging_dir = out_dir / STAGING_DIRNAME
     filenames = shard_filenames(spec["prefix"], n_train)
     total_tokens = downloaded = already_present = 0

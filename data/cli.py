@@ -51,13 +51,19 @@ def removed_if_left_empty(folder: Path):
 
 def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fix: str, after_stop: str) -> int:
     """Run work and print the summary it returns (exit code 0). Its own errors (explained) already say the cause
-    and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix; a stop signal says what
-    after_stop says is left."""
+    and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix, unless a file or folder
+    is in the path's way; a stop signal says what after_stop says is left."""
     handlers = {signum: signal.signal(signum, raise_stopped) for signum in STOP_SIGNALS}
     try:
         summary = work()
     except explained as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (IsADirectoryError, NotADirectoryError) as e:  # no disk or permission problem: a path in the way
+        in_the_way = "a folder stands where a file goes" if isinstance(e, IsADirectoryError) else (
+            "a file stands where a folder of the path goes")
+        print(f"error: {e.filename or out_dir}: {e.strerror or e}; {in_the_way}: move it away or pick another path",
+              file=sys.stderr)
         return 1
     except OSError as e:
         print(f"error: {e.filename or out_dir}: {e.strerror or e}; check free disk space and {disk_fix}",

@@ -295,6 +295,33 @@ def test_an_os_error_outside_the_downloads_names_the_folder_and_says_to_rerun(tm
                    f"{tmp_path / 'd'}, then rerun to resume"]
 
 
+@pytest.mark.parametrize("endpoint, problem", [("https://hub.test:99999", "Port out of range 0-65535"),
+                                               ("https://hub.test:0", "port 0"),
+                                               ("http://hub.test:port", "Port could not be cast to integer value as "
+                                                                        "'port'")])
+def test_an_hf_endpoint_with_an_unusable_port_is_one_line_before_any_request(tmp_path, monkeypatch, capsys, endpoint,
+                                                                             problem):
+    """It failed later as 'downloading ... failed (ValueError: ...); rerun', which no rerun mends."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(downloader, "download_file", lambda *args: pytest.fail("no download without an address"))
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert (code, out) == (1, [])
+    assert err == [f"error: HF_ENDPOINT={endpoint} has no usable port ({problem}); give one from 1 to 65535, or none "
+                   "(https://<host>)"]
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_folder_where_a_shard_goes_is_one_line_saying_so(tmp_path, monkeypatch, capsys):
+    """Not the disk-space advice of other OSErrors: the folder is in the way."""
+    (tmp_path / "d" / "fineweb_val_000000.bin").mkdir(parents=True)
+    monkeypatch.setattr(downloader, "download_file", lambda *args: pytest.fail("the folder is checked first"))
+    code, out, err = run(capsys, "1", "--dir", str(tmp_path / "d"))
+    assert (code, out) == (1, [])
+    assert err[-1] == (f"error: {tmp_path / 'd' / 'fineweb_val_000000.bin'}: Is a directory; a folder stands where "
+                       "a file goes: move it away or pick another path")
+    assert sum(line.startswith("error:") for line in err) == 1
+
+
 def test_an_os_error_that_names_a_file_names_that_file(tmp_path, monkeypatch, capsys):
     def fail(dataset, n_train, out_dir):
         raise PermissionError(13, "Permission denied", str(out_dir / "fineweb_val_000000.bin"))

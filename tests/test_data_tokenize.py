@@ -317,8 +317,8 @@ def test_an_output_folder_that_cannot_be_made_is_one_error_line(tmp_path, tokeni
     out_dir = tmp_path / "doc.txt" / "out"  # below a file: mkdir's OSError, not one of the tool's own checks
     result = tokenize(tokenizer_env, corpus, "--out", out_dir, "--workers", 1)
     assert result.returncode == 1
-    assert result.stderr.strip() == (f"error: {out_dir}: Not a directory; check free disk space and permissions "
-                                     "of the output folder")
+    assert result.stderr.strip() == (f"error: {out_dir}: Not a directory; a file stands where a folder of the path "
+                                     "goes: move it away or pick another path")
 
 
 def test_hf_input_streams_the_text_field(tmp_path, tokenizer_env, encoder, monkeypatch, capsys):
