@@ -204,13 +204,14 @@ def shard_filename(name: str, index: int) -> str:
 
 
 class ShardWriter:
-    """Packs a token stream into shards of exactly shard_size tokens (the last may be shorter)."""
+    """Packs a token stream into shards of exactly shard_size tokens (the last may be shorter); without_eot names
+    the shards that hold no EOT, the inside of one document only."""
 
     def __init__(self, out_dir: Path, name: str, shard_size: int):
         self.out_dir, self.name = out_dir, name
         self.buffer = np.empty(shard_size, dtype=np.uint16)
         self.filled = 0
-        self.paths = []
+        self.paths, self.without_eot = [], []
 
     def add(self, tokens: np.ndarray) -> None:
         while tokens.size:
@@ -229,6 +230,8 @@ class ShardWriter:
         path = self.out_dir / shard_filename(self.name, len(self.paths))
         shards.write_shard(path, self.buffer[:self.filled])
         self.paths.append(path)
+        if not (self.buffer[:self.filled] == shards.EOT).any():
+            self.without_eot.append(path.name)
         self.filled = 0
 
 
@@ -323,9 +326,9 @@ def parse_args(argv):
     return args
 
 
-def warn_where_the_tracks_fall_short(published: list, n_tokens: int) -> None:
-    """A warning line where the shards cannot serve a track run as it starts by default: no train shard, or a val
-    shard shorter than its validation."""
+def warn_where_the_tracks_fall_short(published: list, n_tokens: int, without_eot: list) -> None:
+    """A warning line where the shards cannot serve a track run as it starts by default: no train shard, a val
+    shard shorter than its validation, or train shards without an EOT (check_shards.py's rule)."""
     if len(published) == 1:
         print(f"warning: all {n_tokens:,} tokens fit in the val shard, so there is no train "
               f"shard; lower --shard_size to get some", file=sys.stderr)
@@ -333,6 +336,10 @@ def warn_where_the_tracks_fall_short(published: list, n_tokens: int) -> None:
         print(f"warning: the val shard holds {n_val:,} tokens, and the track scripts' default validation reads "
               f"{TRACK_VAL_TOKENS:,} (--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or "
               f"use a --shard_size of at least {TRACK_VAL_TOKENS:,} on more text", file=sys.stderr)
+    if without_eot:
+        print(f"warning: no EOT in {', '.join(without_eot)}: only the inside of one document, where training starts "
+              f"no sequence, and check_shards.py calls such a shard bad; tokenize again with another --shard_size",
+              file=sys.stderr)
 
 
 def run(args, out_dir: Path) -> str:
@@ -358,7 +365,7 @@ def run(args, out_dir: Path) -> str:
             published = publish_shards(writer.paths, out_dir, args.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    warn_where_the_tracks_fall_short(published, n_tokens)
+    warn_where_the_tracks_fall_short(published, n_tokens, writer.without_eot)
     return (f"{counted(n_documents, 'document')}, {counted(n_tokens, 'token')} -> {counted(len(published), 'shard')} "
             f"(1 val + {len(published) - 1} train) in {display_dir(out_dir)}")
 

@@ -213,14 +213,37 @@ def group_alive(pgid: int) -> bool:
 
 
 def test_a_val_shard_shorter_than_the_tracks_validation_gets_a_warning(tmp_path, tokenizer_env, sample_jsonl):
-    """The tracks read 10,485,761 val tokens by default: a smaller val shard fails their start-up check."""
+    """The tracks read 10,485,761 val tokens by default: a smaller val shard fails their start-up check. (The
+    sample's last shard holds only its last document's end: that shard's warning comes after.)"""
     result = tokenize(tokenizer_env, sample_jsonl, "--out", tmp_path / "out", "--shard_size", SHARD_SIZE,
                       "--workers", 1)
     assert result.returncode == 0
-    assert result.stderr.strip().splitlines()[-1] == (
+    assert result.stderr.strip().splitlines()[-2] == (
         "warning: the val shard holds 50,000 tokens, and the track scripts' default validation reads 10,485,761 "
         "(--val_tokens=10485760 and one more target); pass them a lower --val_tokens, or use a --shard_size of at "
         "least 10,485,761 on more text")
+
+
+def test_train_shards_without_an_eot_get_a_warning_naming_what_check_shards_calls_bad(tmp_path, tokenizer_env):
+    """A document longer than a shard leaves shards holding only its inside: check_shards.py failed them while
+    fineweb.py said nothing, and the fix that check names (re-tokenize) writes the same bytes again."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("One document of several tokens and then some more.")
+    (tmp_path / "in" / "b.txt").write_text("Two")
+    result = tokenize(tokenizer_env, tmp_path / "in", "--out", tmp_path / "out", "--shard_size", 4, "--workers", 1)
+    assert result.returncode == 0, result.stderr
+    stream = token_stream(shard_paths(tmp_path / "out"))
+    inside = [path.name for path in shard_paths(tmp_path / "out") if shards.EOT not in shards.read_tokens(path)]
+    assert len(inside) >= 1 and len(inside) < len(shard_paths(tmp_path / "out")) - 1  # some shards hold an EOT
+    assert stream.tolist().count(shards.EOT) == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"warning: no EOT in {', '.join(inside)}: only the inside of one document, where training starts no "
+        "sequence, and check_shards.py calls such a shard bad; tokenize again with another --shard_size")
+    check = subprocess.run([sys.executable, str(REPO_ROOT / "data" / "check_shards.py"), str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=60)
+    flagged = [line.removeprefix("error: ").split(": ")[0] for line in check.stderr.splitlines()
+               if "holds no EOT" in line]
+    assert [Path(path).name for path in flagged] == inside
 
 
 @pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
