@@ -28,10 +28,12 @@ LAUNCHER_DEPTH = 12  # callers named per kernel (the script's 4 can stop short o
 KERNEL_LINE = re.compile(r"kernel ([\d.]+) ms in (\d+) calls: (.+?)(?: \[from (.*)\])?$")  # ATen's names hold spaces
 
 
-def script_kernels(versions: tuple[Path, ...] = ()) -> set[str]:
-    """The Triton kernels both track scripts and the given versions of them define (their @triton.jit functions'
-    names; under TRITON_INTERPRET=1 those are the interpreter's functions, which share the launch interface)."""
-    return {name for path in (*SCRIPTS.values(), *versions) for name, value in vars(load_script(path)).items()
+def script_kernels(versions: tuple = ()) -> set[str]:
+    """The Triton kernels both track scripts and the given versions of them (loaded modules) define (their
+    @triton.jit functions' names; under TRITON_INTERPRET=1 those are the interpreter's functions, which share the
+    launch interface)."""
+    modules = (*map(load_script, SCRIPTS.values()), *versions)
+    return {name for module in modules for name, value in vars(module).items()
             if isinstance(value, triton.runtime.jit.KernelInterface)}
 
 
@@ -154,15 +156,14 @@ def script_of(track: str, argv: list[str]) -> Path:
     return Path(option_values(argv, "script")[-1]) if option_values(argv, "script") else SCRIPTS[track]
 
 
-def run_track(script: Path, argv: list[str]) -> tuple[Path, int]:
-    """Runs the script's main (script_of's) with every kernel listed; returns its log's path and its count of
+def run_track(module, argv: list[str]) -> tuple[Path, int]:
+    """Runs the loaded script's main (script_of's) with every kernel listed; returns its log's path and its count of
     profiled steps."""
     needed = {name: option_values(argv, name)[-1:] for name in RUN_OPTIONS}
-    module = load_script(script)
     module.longest_kernels.__defaults__ = (sys.maxsize,)
     module.kernel_launchers.__defaults__ = (LAUNCHER_DEPTH,)
     script_args = [arg for arg in argv if not arg.startswith("--script=")]
-    sys.argv = [os.path.relpath(script), *script_args]  # the log's command line, as a plain run would write it
+    sys.argv = [os.path.relpath(module.__file__), *script_args]  # the log's command line, as a plain run would write it
     module.main()
     return Path(needed["logs_dir"][0]) / f"{needed['run_id'][0]}.txt", int(needed["profile_steps"][0])
 
@@ -208,13 +209,12 @@ def track_mode_error(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    versions = ()  # the script a track-mode run ran (--script's or the track's): its kernels counted as own
+    versions = ()  # the script a track-mode run ran (--script's or the track's), loaded once: its kernels own
     if argv and not argv[0].startswith("-"):
         if (answer := track_mode_error(argv)) is not None:
             return answer
-        script = script_of(argv[0], argv)
-        versions = (script,)
-        log, steps = run_track(script, argv[1:])
+        versions = (load_script(script_of(argv[0], argv)),)
+        log, steps = run_track(versions[0], argv[1:])
     else:
         if (answer := log_mode_error(argv)) is not None:
             return answer
