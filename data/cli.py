@@ -49,6 +49,10 @@ def removed_if_left_empty(folder: Path):
         raise
 
 
+PATH_IN_THE_WAY = {IsADirectoryError: "a folder stands where a file goes",  # OSErrors no disk space or permission
+                   NotADirectoryError: "a file stands where a folder of the path goes"}  # would mend
+
+
 def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fix: str, after_stop: str) -> int:
     """Run work and print the summary it returns (exit code 0). Its own errors (explained) already say the cause
     and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix, unless a file or folder
@@ -59,15 +63,10 @@ def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fi
     except explained as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except (IsADirectoryError, NotADirectoryError) as e:  # no disk or permission problem: a path in the way
-        in_the_way = "a folder stands where a file goes" if isinstance(e, IsADirectoryError) else (
-            "a file stands where a folder of the path goes")
-        print(f"error: {e.filename or out_dir}: {e.strerror or e}; {in_the_way}: move it away or pick another path",
-              file=sys.stderr)
-        return 1
     except OSError as e:
-        print(f"error: {e.filename or out_dir}: {e.strerror or e}; check free disk space and {disk_fix}",
-              file=sys.stderr)
+        fix = (f"{PATH_IN_THE_WAY[type(e)]}: move it away or pick another path" if type(e) in PATH_IN_THE_WAY
+               else f"check free disk space and {disk_fix}")
+        print(f"error: {e.filename or out_dir}: {e.strerror or e}; {fix}", file=sys.stderr)
         return 1
     except Stopped as e:
         print(f"error: stopped by {signal.Signals(e.signum).name}; {after_stop}", file=sys.stderr)
