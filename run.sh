@@ -66,23 +66,39 @@ fi
 RANK=0 LOCAL_RANK=0 WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc "$python" "$script" "$@" --check_only=true
 [ "$check_only" = false ] || exit 0
 
-# torchrun's launcher, with the same python as the check. A process that fails has printed its own error; the
-# launcher's traceback after it (30-40 lines) becomes one line naming the rank, and run.sh exits with its status
-# (1 for a rank killed by a signal). Ctrl-C or SIGTERM: the ranks get it (torchrun passes SIGTERM on) and rank 0
-# prints the line; the launcher's traceback goes, and the status is 128 + the signal, as a shell gives.
+# torchrun's launcher, with the same python as the check (run, not main: main's @record copies a failed rank's error
+# file and logs 3 lines about it). A process that fails has printed its own error; the launcher's traceback after it
+# (30-40 lines) becomes one line naming a failed rank, and run.sh exits with its status (1 for a rank killed by a
+# signal). Of the ranks torchrun saw fail, it names one that failed on its own (not one stopped by a signal once
+# another failed), then one whose console shows its error (every rank finds a setting's; rank 0 prints it), then the
+# first; where that console is not above, the line gives the rank's error. Ctrl-C or SIGTERM: the ranks get it
+# (torchrun passes SIGTERM on) and rank 0 prints the line; the launcher's traceback goes, and the status is 128 + the
+# signal, as a shell gives.
 exec "$python" -c '
+import signal
 import sys
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.run import main
+from torch.distributed.run import parse_args, run
+STOPPED = {128 + signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}  # the scripts exit so
+
+def cause_first(rank_and_failure):
+    rank, failure = rank_and_failure
+    stopped = failure.exitcode < 0 or failure.exitcode in STOPPED
+    return stopped, not failure.error_file_data.get("shown", False), failure.timestamp, rank
+
 try:
-    main(sys.argv[1:])
+    run(parse_args(sys.argv[1:]))
 except SignalException as stopped:
     sys.exit(128 + stopped.sigval)
 except ChildFailedError as failed:
-    rank, failure = failed.get_first_failure()
+    rank, failure = min(failed.failures.items(), key=cause_first)
     code = failure.exitcode
     how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    print(f"error: rank {rank} {how} (its output is above)", file=sys.stderr)
+    written = failure.error_file_data  # by the script: its last line, and whether its console shows it
+    why = ""
+    if "shown" in written:
+        why = " (its output is above)" if written["shown"] else ": " + written["message"].removeprefix("error: ")
+    print(f"error: rank {rank} {how}{why}", file=sys.stderr)
     sys.exit(code if code > 0 else 1)
 ' --standalone --nproc_per_node="$nproc" "$script" "$@"

@@ -1764,12 +1764,13 @@ def end_log_with_errors(log: RunLog):
 
 def report_crashes():
     """A crash (a lost rank, a bug): its type and first line end rank 0's log once it is open and go to torchrun's
-    summary (report_error), so that both say why the run stopped short; the console still gets the whole
-    traceback."""
+    summary, so that both say why the run stopped short; every rank's console gets the whole traceback."""
     console_hook = sys.excepthook
 
     def hook(kind, error, trace):
-        report_error(f"error: {kind.__name__}: {first_line(error)}", console=False)
+        line = f"error: {kind.__name__}: {first_line(error)}"
+        ERROR_LOG.write(line, console=False)
+        tell_launcher(line, shown=True)
         console_hook(kind, error, trace)
 
     sys.excepthook = hook
@@ -2464,7 +2465,7 @@ def main():
         clock.stop()  # train returned with it running: its last steps count in the time line
         line = f"stopped: {stop}; lower the learning rates or check the data"
         log.write(line)
-        tell_launcher(line)
+        tell_launcher(line, shown=rank == 0)
     log.write(f"time: startup {startup_s:.1f}s, training {clock.total_ms / 1000:.1f}s, "
               f"validation {clock.validation_s:.1f}s, total {time.perf_counter() - PROCESS_START:.1f}s")
     if device.type == "cuda":
@@ -2481,12 +2482,13 @@ def main():
         sys.exit(exit_code)
 
 
-def tell_launcher(line: str):
+def tell_launcher(line: str, shown: bool):
     """torchrun's summary of a failed run gives each rank's error file as the failure's cause ("To enable traceback
-    see ..." where a rank wrote none): this process's last line goes to the file torchrun names for it."""
+    see ..." where a rank wrote none): this process's last line goes to the file torchrun names for it, with whether
+    its console shows the error (run.sh names a rank whose console does)."""
     if path := os.environ.get("TORCHELASTIC_ERROR_FILE"):
         try:
-            Path(path).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+            Path(path).write_text(json.dumps({"message": line, "timestamp": int(time.time()), "shown": shown}))
         except OSError:  # the line is on the console and in the log already
             pass
 
@@ -2496,7 +2498,7 @@ def report_error(line: str, console: bool):
     ERROR_LOG.write(line, console=False)
     if console:
         print(line, file=sys.stderr)
-    tell_launcher(line)
+    tell_launcher(line, shown=console)
 
 
 def exit_with_setup_error(error: SetupError):

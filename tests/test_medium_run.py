@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -132,7 +133,7 @@ def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path):
     text = (tmp_path / "nan.txt").read_text()
     assert result.returncode == 1 and "stopped: non-finite train loss at step" in text, text[-2000:]
     stopped = re.search(r"^stopped: .*$", text, re.MULTILINE).group(0)
-    assert json.loads((tmp_path / "error.json").read_text())["message"] == stopped
+    assert json.loads((tmp_path / "error.json").read_text()) == {"message": stopped, "timestamp": ANY, "shown": True}
     last_step_ms = int(re.findall(r"^step:\d+/4 train_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
     training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", text, re.MULTILINE).group(1))
     assert training_s >= last_step_ms / 1000 - 0.05

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch.distributed.run
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from data.shards import write_shard
 from stand_ins import popen_that_takes_ctrl_c
@@ -175,9 +177,56 @@ def test_a_process_that_fails_after_the_launch_ends_in_its_error_and_one_line_fr
     assert result.returncode == 2
     output = result.stdout + result.stderr
     assert "Traceback" not in output and "ChildFailedError" not in output
+    assert "error file" not in output  # main's @record logged 3 lines on copying it
     assert f"error: --compile_cache={cache} could not be loaded" in result.stderr
-    last = result.stderr.strip().splitlines()[-1]  # either rank may fail first
-    assert last in [f"error: rank {rank} exited with status 2 (its output is above)" for rank in (0, 1)], last
+    last = result.stderr.strip().splitlines()[-1]  # rank 0 shows the error; torchrun may see only rank 1 fail
+    assert last in ["error: rank 0 exited with status 2 (its output is above)",
+                    f"error: rank 1 exited with status 2: --compile_cache={cache} could not be loaded (corrupt, or not "
+                    "torch.compile artifacts); delete it to compile from scratch and write a new one"], last
+
+
+def launcher(failures: dict, monkeypatch, capsys) -> tuple[int, str]:
+    """run.sh's launcher code, run here with torchrun's run raising the failures given: its exit status and line."""
+    code = (REPO / "run.sh").read_text().split("exec \"$python\" -c '", 1)[1].split("' --standalone", 1)[0]
+
+    def run(args):
+        raise ChildFailedError("train_gpt.py", failures)
+
+    monkeypatch.setattr(torch.distributed.run, "run", run)
+    monkeypatch.setattr(sys, "argv", ["-c", "--standalone", "--nproc_per_node=2", "train_gpt.py"])
+    with pytest.raises(SystemExit) as exited:
+        exec(code, {"__name__": "__main__"})
+    return exited.value.code, capsys.readouterr().err.strip()
+
+
+def failure(tmp_path: Path, rank: int, exitcode: int, shown: bool | None = None, at: int = 100) -> ProcessFailure:
+    """A rank's failure as torchrun reads it: with the error file the scripts write, unless shown is None."""
+    error_file = tmp_path / f"error_{rank}.json"
+    if shown is not None:
+        message = "error: no shards match x_*.bin"
+        error_file.write_text(json.dumps({"message": message, "timestamp": at, "shown": shown}))
+    return ProcessFailure(local_rank=rank, pid=1000 + rank, exitcode=exitcode, error_file=str(error_file))
+
+
+@pytest.mark.parametrize("ranks, line, status", [
+    # a setting's error, found by both ranks; rank 0 prints it, whichever second each wrote its file in
+    ({0: (2, True, 101), 1: (2, False, 100)}, "error: rank 0 exited with status 2 (its output is above)", 2),
+    # rank 1 ran out of memory (and printed it); rank 0, stopped by torchrun's SIGTERM, wrote its file first
+    ({0: (143, True, 100), 1: (2, True, 101)}, "error: rank 1 exited with status 2 (its output is above)", 2),
+    # a rank killed before its handler ran leaves no file
+    ({0: (2, True, 101), 1: (-15, None, 100)}, "error: rank 0 exited with status 2 (its output is above)", 2),
+    ({0: (-9, None, 100)}, "error: rank 0 was killed by signal 9", 1),
+    # torchrun saw rank 1 fail first, and stopped rank 0 before it exited: rank 1's error, which its console lacks
+    ({1: (2, False, 100)}, "error: rank 1 exited with status 2: no shards match x_*.bin", 2),
+    # two crashes (each console shows its traceback): the first
+    ({0: (1, True, 101), 1: (1, True, 100)}, "error: rank 1 exited with status 1 (its output is above)", 1),
+], ids=["setting", "oom-on-rank-1", "killed-before-its-handler", "sigkill", "only-rank-1-seen", "first-crash"])
+def test_the_launcher_names_a_rank_that_failed_on_its_own_and_shows_its_error(tmp_path, monkeypatch, capsys, ranks,
+                                                                              line, status):
+    """torchrun's own choice (the earliest error file, to the second) named a rank that printed nothing, or one that
+    torchrun had stopped, in some runs of the test above, and said its output was above."""
+    failures = {rank: failure(tmp_path, rank, *how) for rank, how in ranks.items()}
+    assert launcher(failures, monkeypatch, capsys) == (status, line)
 
 
 def test_a_rank_left_in_the_shell_changes_nothing(shards, tmp_path):

@@ -149,7 +149,8 @@ def test_non_finite_loss_stops_the_run_at_that_step(data, tmp_path, monkeypatch)
     training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", log, re.MULTILINE).group(1))
     assert training_s >= last_step_ms / 1000 - 0.05
     assert stopped in result.stdout
-    assert json.loads((tmp_path / "error.json").read_text())["message"] == stopped  # torchrun's summary shows it
+    error_file = json.loads((tmp_path / "error.json").read_text())
+    assert error_file["message"] == stopped and error_file["shown"] is True  # torchrun's summary shows it, rank 0 too
     assert losses(log, "val_loss") == []  # no final validation of a broken model
 
 

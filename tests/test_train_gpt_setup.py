@@ -607,6 +607,7 @@ def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_con
     line = "error: RuntimeError: NCCL communicator was aborted on rank 1"
     sys.excepthook(type(error), error, None)  # before a log opens, or on a rank without one
     assert json.loads((tmp_path / "error.json").read_text())["message"] == line
+    assert json.loads((tmp_path / "error.json").read_text())["shown"] is True  # the traceback is on its console
 
     log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
     script.end_log_with_errors(log)
@@ -664,6 +665,11 @@ def test_an_error_line_goes_to_the_error_file_torchrun_reads_for_its_summary(scr
     assert exited.value.code == 2 and capsys.readouterr().err == ""
     failure = ProcessFailure(local_rank=1, pid=1, exitcode=2, error_file=str(tmp_path / "error.json"))
     assert failure.message == f"error: {error}" and abs(failure.timestamp - time.time()) < 60
+    assert failure.error_file_data["shown"] is False  # rank 0 prints a setting's error: run.sh names rank 0
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit):
+        script.exit_with_setup_error(error)
+    assert json.loads((tmp_path / "error.json").read_text())["shown"] is True
 
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path))  # a folder: open() fails
     with pytest.raises(SystemExit) as exited:
@@ -840,6 +846,7 @@ def test_a_crash_ends_the_log_and_torchruns_error_file_with_its_first_line(scrip
     assert result.returncode == 1 and "Traceback" in result.stderr, result.stderr[-3000:]
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
     assert json.loads((tmp_path / "error.json").read_text())["message"] == line
+    assert json.loads((tmp_path / "error.json").read_text())["shown"] is True  # the traceback is on its console
 
 
 TINY_KERNEL_ARGS = ["--device=cpu", "--model_dim=64", "--vocab_size=200", "--num_heads=2", "--head_dim=32"]
