@@ -1,6 +1,7 @@
 """Tests for data/cached_fineweb10B.py with the Hub replaced by a local folder (offline): download_file stood in
 for, or the real one against a local HTTP stand-in of the Hub's file route."""
 
+import glob
 import hashlib
 import http.server
 import os
@@ -160,7 +161,7 @@ def test_downloads_val_and_first_n_train_shards(tmp_path, fake_download, capsys)
     for index, name in enumerate(fake_download):
         assert shards.read_tokens(out_dir / name).tolist() == shard_tokens(index).tolist()
     total = sum(len(shard_tokens(i)) for i in range(3))
-    assert out[-1] == f"3 files, {total} tokens in {out_dir}/ (3 downloaded, 0 already present)"
+    assert out[0] == f"3 files, {total} tokens in {out_dir}/ (3 downloaded, 0 already present)"
 
 
 def test_skips_valid_files_and_replaces_invalid_ones(tmp_path, hub, fake_download, capsys):
@@ -173,11 +174,11 @@ def test_skips_valid_files_and_replaces_invalid_ones(tmp_path, hub, fake_downloa
     assert fake_download == ["fineweb_train_000001.bin", "fineweb_train_000002.bin"]
     assert any("fineweb_train_000001.bin: truncated" in line and "downloading it again" in line
                for line in err)
-    assert out[-1].endswith("(2 downloaded, 1 already present)")
+    assert out[0].endswith("(2 downloaded, 1 already present)")
     code, out, err = run(capsys, "3", "--dir", str(out_dir))
     assert code == 0
     assert fake_download[2:] == ["fineweb_train_000003.bin"]
-    assert out[-1].endswith("(1 downloaded, 3 already present)")
+    assert out[0].endswith("(1 downloaded, 3 already present)")
 
 
 def test_default_is_all_train_shards_and_missing_file_is_one_error_line(tmp_path, fake_download,
@@ -245,6 +246,32 @@ def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert requested == [("kjj0/finewebedu10B-gpt2", "finewebedu_val_000000.bin"),
                          ("kjj0/finewebedu10B-gpt2", "finewebedu_train_000001.bin")]
+
+
+def test_shards_outside_the_tracks_default_come_with_the_settings_that_find_them(tmp_path, monkeypatch, capsys):
+    """The tracks read data/fineweb10B/fineweb_*.bin by default: edu's or 100B's shards, or any --dir, matched
+    nothing, and the error's fix was the fineweb10B download."""
+    def write_one(repo_id, filename, dest_dir):
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        shards.write_shard(dest_dir / filename, [shards.EOT])
+        return dest_dir / filename
+
+    monkeypatch.setattr(downloader, "download_file", write_one)
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(downloader, "DATA_DIR", repo / "data")
+    code, out, err = run(capsys, "1")
+    assert code == 0 and out == [f"2 files, 2 tokens in {repo / 'data' / 'fineweb10B'}/ (2 downloaded, 0 already "
+                                 "present)"], err  # the default: nothing to add
+    for argv, folder in [(["--dataset", "fineweb10B-edu"], "data/fineweb10B-edu"),
+                         (["--dir", str(repo / "data" / "mine")], "data/mine"),
+                         (["--dir", str(tmp_path / "elsewhere")], str(tmp_path / "elsewhere"))]:
+        code, out, err = run(capsys, "1", *argv)
+        prefix = "finewebedu" if "fineweb10B-edu" in argv else "fineweb"
+        assert code == 0 and out[1:] == [f"run on them with: ./run.sh --train_files='{folder}/{prefix}_train_*.bin' "
+                                         f"--val_files='{folder}/{prefix}_val_*.bin'"], (out, err)
+        for split in ("train", "val"):  # read from the repository, as run.sh reads them
+            pattern = out[1].split(f"--{split}_files='")[1].split("'")[0]
+            assert len(glob.glob(os.path.join(repo, pattern))) == 1, pattern
 
 
 @pytest.mark.parametrize("exc, expected_start", [
@@ -393,7 +420,7 @@ def test_n_zero_fetches_the_val_shard_only(tmp_path, fake_download, capsys):
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "d"))
     assert code == 0, err
     assert fake_download == ["fineweb_val_000000.bin"]
-    assert out[-1] == f"1 file, 3 tokens in {tmp_path / 'd'}/ (1 downloaded, 0 already present)"
+    assert out[0] == f"1 file, 3 tokens in {tmp_path / 'd'}/ (1 downloaded, 0 already present)"
 
 
 def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_path, fake_download, capsys,
@@ -401,14 +428,14 @@ def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_p
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "data" / "d"))
     assert code == 0, err
-    assert out[-1] == f"1 file, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
+    assert out[0] == f"1 file, 3 tokens in data{os.sep}d{os.sep} (1 downloaded, 0 already present)"
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # below it too, despite the name
     assert code == 0, err
-    assert out[-1] == f"1 file, 3 tokens in ..data{os.sep} (1 downloaded, 0 already present)"
+    assert out[0] == f"1 file, 3 tokens in ..data{os.sep} (1 downloaded, 0 already present)"
     monkeypatch.chdir(tmp_path / "data")
     code, out, err = run(capsys, "0", "--dir", str(tmp_path / "..data"))  # outside it: the full path
     assert code == 0, err
-    assert out[-1] == f"1 file, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
+    assert out[0] == f"1 file, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
 
 
 def test_an_invalid_file_found_in_place_is_removed_in_one_line_saying_why(tmp_path, capsys):
@@ -433,7 +460,7 @@ def test_a_shard_in_place_of_another_size_than_the_hubs_is_kept_with_a_one_line_
     shards.write_shard(out_dir / "fineweb_train_000001.bin", shard_tokens(5))
     code, out, err = run(capsys, "1", "--dir", str(out_dir))
     assert code == 0 and fake_download == []
-    assert out[-1] == f"2 files, 11 tokens in {out_dir}/ (0 downloaded, 2 already present)"
+    assert out[0] == f"2 files, 11 tokens in {out_dir}/ (0 downloaded, 2 already present)"
     messages = [part for line in err for part in line.split("\r") if part.strip() and "shards:" not in part]
     assert messages == [f"warning: {out_dir}/fineweb_val_000000.bin holds 3 tokens where fineweb10B's holds 8, so it "
                         f"is not the Hub's shard; kept as present: delete it and rerun to download the Hub's"]
@@ -459,7 +486,7 @@ def test_the_real_download_fetches_each_shard_from_a_stand_in_of_the_hub(tmp_pat
     assert file_requests(hub_server) == [(method, name) for name in names for method in ("HEAD", "GET")]
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(names)  # the staging folder and its .cache gone
     assert all((out_dir / name).read_bytes() == (hub / name).read_bytes() for name in names)
-    assert out[-1] == f"3 files, {sum(len(shard_tokens(i)) for i in range(3))} tokens in {out_dir}/ " \
+    assert out[0] == f"3 files, {sum(len(shard_tokens(i)) for i in range(3))} tokens in {out_dir}/ " \
                       f"(3 downloaded, 0 already present)"
 
 
