@@ -1092,6 +1092,21 @@ def test_rowwise_float8_scales_each_row_to_e4m3s_largest_value():
     torch.testing.assert_close(t_f8.float() * scale, t.float(), rtol=2 ** -3, atol=0)  # e4m3: 3 mantissa bits
 
 
+def test_rowwise_float8_of_an_all_zero_row_is_zeros_with_a_finite_positive_scale():
+    """A token whose gradient is zero throughout (every token's, at init, where the head is zero): its scale, the
+    row's maximum over 448, is 0, and 0 / 0 made the row NaN in e4m3, which the GEMMs then spread to every gradient.
+    The scale's floor keeps the row at zero and the other rows as they were."""
+    t = torch.randn(4, DIM).bfloat16()
+    t[2] = 0
+    t_f8, scale = train_gpt.rowwise_float8(t)
+    assert torch.isfinite(scale).all() and (scale > 0).all()
+    assert torch.isfinite(t_f8.float()).all() and torch.equal(t_f8[2].float(), torch.zeros(DIM))
+    rows = torch.tensor([0, 1, 3])
+    assert torch.equal(t_f8[rows].view(torch.uint8), train_gpt.rowwise_float8(t[rows])[0].view(torch.uint8))
+    zeros_f8, zeros_scale = train_gpt.rowwise_float8(torch.zeros(3, DIM).bfloat16())
+    assert torch.isfinite(zeros_scale).all() and torch.equal(zeros_f8.float(), torch.zeros(3, DIM))
+
+
 def fp8_attention_case(seed: int = 3, heads: int = 2, head_dim: int = 32):
     """x (batch x tokens x DIM, normed, bf16), the QKV weight (fp32), rotary tables, lambdas, a value embedding, and
     incoming gradients for q, k and v."""
