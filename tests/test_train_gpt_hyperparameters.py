@@ -278,6 +278,22 @@ def test_numbers_out_of_range_and_shapes_that_do_not_fit(overrides, message):
     assert str(error.value) == message
 
 
+POSITIVE = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim", "num_heads",
+            "head_dim", "mlp_ratio", "window_end"]
+
+
+@pytest.mark.parametrize("script, name", [(train_gpt, name) for name in POSITIVE + ["fp8_amax_row_step"]]
+                         + [(train_gpt_medium, name) for name in POSITIVE],
+                         ids=lambda value: getattr(value, "__name__", value))
+def test_each_count_that_must_be_positive_is_one_error_line_at_zero(script, name):
+    """Each of check_numbers' positive counts by name, in both scripts: a name left out of that set lets its 0 past
+    every check, to fail after the slow compile (a division by zero, an empty validation or window) or train on
+    nothing; only --val_tokens, --num_iterations and --fp8_amax_row_step had a case of their own."""
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", **{name: 0}), 1)
+    assert str(error.value) == f"--{name}=0 must be positive"
+
+
 @pytest.mark.parametrize("overrides", [
     dict(cooldown_frac=1.0, final_lr_frac=1.0),  # a cooldown over the whole run; an lr that never decays
     dict(window_start=1024, window_end=1024),  # a fixed window
