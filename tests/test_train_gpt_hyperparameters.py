@@ -467,6 +467,23 @@ def test_launch_variables_that_do_not_fit_together_are_one_error_that_every_proc
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("port, is_port", [("65536", False), ("0", False), ("65535", True), ("1", True)])
+def test_master_port_is_checked_at_both_ends_of_the_port_range(monkeypatch, script, port, is_port):
+    """1 to 65535, both ends included: the cases above stop at 0 and 99999, so an off-by-one at either end (65536
+    let through to torch's ValueError traceback when the group starts, or port 1 or 65535 refused) went unseen."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MASTER_PORT", port)
+    if is_port:
+        assert script.launch_ranks() == (1, 0, 0)
+        return
+    with pytest.raises(script.LaunchError) as error:
+        script.launch_ranks()
+    assert str(error.value) == (f"MASTER_PORT={port} is not a port (1 to 65535); give a free port, or launch with "
+                                "./run.sh or torchrun --standalone")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_ranks_that_fit_together_are_read_as_torchrun_sets_them(monkeypatch, script):
     launch = {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1", "MASTER_PORT": "29500"}  # the second of 4 nodes
     for name, value in launch.items():
