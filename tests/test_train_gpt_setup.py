@@ -577,6 +577,28 @@ def test_the_log_header_ends_with_nvidia_smis_table(script, tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("under_torchrun, world_size, launcher", [
+    (True, 1, "torchrun --standalone --nproc_per_node=1"), (True, 2, "torchrun --standalone --nproc_per_node=2"),
+    (False, 1, "python")], ids=["torchrun 1 process", "torchrun 2 processes", "python"])
+def test_the_log_headers_command_is_torchrun_for_a_torchrun_launch_of_one_process_too(script, tmp_path, monkeypatch,
+                                                                                      under_torchrun, world_size,
+                                                                                      launcher):
+    """records/tool.py reruns a log by its command: line. A 1-process torchrun run (./run.sh on one GPU) set
+    TORCHELASTIC_RUN_ID but has world size 1; a launcher chosen by the world size would log `python`, and the rerun
+    would start the script without torchrun's variables and its error file."""
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--run_id=a b"])
+    if under_torchrun:
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    else:
+        monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the header's table is not this test's
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    log.header(script.Hyperparameters(), "run", world_size)
+    commands = [line for line in (tmp_path / "run.txt").read_text().splitlines() if line.startswith("command: ")]
+    assert commands == [f"command: {launcher} train_gpt.py --device=cpu '--run_id=a b'"]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("case", ["hangs", "cannot start"])
 def test_an_nvidia_smi_that_hangs_or_cannot_start_is_one_line_in_the_log_not_a_crash(script, case, tmp_path,
                                                                                     monkeypatch):
