@@ -433,6 +433,26 @@ def test_a_shard_matched_as_train_and_as_val_is_an_error(shards, script, train_p
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_val_shard_linked_into_the_train_folder_is_matched_as_both(shards, tmp_path, script):
+    """Patterns in two folders match no path twice, but a symlink (a train folder assembled from links) can name the
+    validation shard's file among the train shards: compared by the paths as matched, the run would train on it
+    silently."""
+    train = tmp_path / "train"
+    train.mkdir()
+    for path in sorted(shards.glob("train_*.bin")):
+        (train / path.name).symlink_to(path)
+    (train / "train_000004.bin").symlink_to(shards / "val_000000.bin")
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, train_files=str(train / "train_*.bin")), 1, 1)
+    assert str(error.value) == (
+        f"{os.path.realpath(shards / 'val_000000.bin')} matches both --train_files={train / 'train_*.bin'} and "
+        f"--val_files={shards / 'val_*.bin'}; narrow the patterns (a model trained on its validation data has a "
+        "meaningless val loss)")
+    (train / "train_000004.bin").unlink()
+    script.check_data(data_args(shards, script, train_files=str(train / "train_*.bin")), 1, 1)  # links alone pass
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_exactly_enough_train_sequences_and_val_tokens_pass(tmp_path, script):
     tokens = np.random.default_rng(0).integers(0, 50000, 6_000)
     tokens[::300] = EOT  # documents of 300 tokens: one 257-token window each (at 0, 300, ..., 5700)
