@@ -296,6 +296,21 @@ def test_rerun_of_several_processes_sets_torchruns_one_thread_quietly(tmp_path):
         assert "OMP_NUM_THREADS" not in result.stderr and (tmp_path / "threads.txt").read_text() == seen
 
 
+def test_rerun_of_a_one_process_torchrun_log_leaves_the_thread_count_to_torch(tmp_path):
+    """torchrun gives one process all the cores (its one-thread default is for several, as run.sh's); a rerun of a
+    one-GPU ./run.sh log, launched by torchrun too, must not hold that process to one thread."""
+    script = RANK_SCRIPT + "open('threads.txt', 'w').write(os.environ.get('OMP_NUM_THREADS', 'unset'))\n"
+    log = make_log(tmp_path / "run.txt", script, env=this_environment(), world_size=1,
+                   launcher="torchrun --standalone --nproc_per_node=1")
+    env = {key: value for key, value in CHILD_ENV.items() if key != "OMP_NUM_THREADS"}
+    result = subprocess.run([sys.executable, str(TOOL), "rerun", str(log)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert shlex.split(result.stdout.splitlines()[0])[1:5] == ["-m", "torch.distributed.run", "--standalone",
+                                                               "--nproc_per_node=1"]
+    assert (tmp_path / "rank0.txt").exists() and (tmp_path / "threads.txt").read_text() == "unset"
+
+
 def test_rerun_names_the_double_dash_for_a_setting_given_before_it(tmp_path):
     log = make_log(tmp_path / "run.txt")
     result = tool("rerun", log, "--num_iterations=2", cwd=tmp_path)
