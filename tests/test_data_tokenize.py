@@ -126,6 +126,20 @@ def test_suffixes_in_any_case_and_a_byte_order_mark_are_read(tmp_path):
     assert list(fineweb.iter_local_documents(files, "text")) == ["hello", "x", "\ufeffy"]  # a file's first only
 
 
+def test_a_byte_order_mark_after_the_first_line_is_the_invalid_json_error(tmp_path):
+    """Only a file's start may hold a BOM (an editor's mark); one at the start of a later line (files concatenated
+    with their marks) is that line's one-line invalid-JSON error, as the CLI prints for any bad line, and not read
+    as if it were a file's start."""
+    bad = tmp_path / "joined.jsonl"
+    bad.write_bytes('\ufeff{"text": "x"}\n\ufeff{"text": "y"}\n'.encode())
+    documents = fineweb.iter_local_documents([bad], "text")
+    assert next(documents) == "x"
+    with pytest.raises(fineweb.InputError) as error:
+        next(documents)
+    assert str(error.value) == (f"{bad}:2: invalid JSON (Unexpected UTF-8 BOM (decode using utf-8-sig)); fix or "
+                                "remove that line")
+
+
 def test_a_file_named_twice_is_one_error_line(tmp_path):
     """Its documents would be in the shards twice: in val and in train alike."""
     (tmp_path / "corpus").mkdir()
