@@ -6,7 +6,8 @@
 # from a fresh machine). Each version is copied over the track's script in turn, so that their logs name the same
 # script (restored at the end); all share the machine's inductor and Triton caches and each keeps its own
 # --compile_cache file. Each version's first run compiles, which does not reach its step times (the step clock starts
-# after the warmup).
+# after the warmup). A run counts only where it completed (its step:N/N line, no error: or stopped: line, exit 0):
+# else it is 'failed', with its last such line, its version has no mean, and the script exits 1 after the summary.
 # Usage (on the device): bash perf/fullbatch_ab.sh short|medium OUT_DIR SCRIPT_A SCRIPT_B [SCRIPT_C ...] [overrides]
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
@@ -18,8 +19,8 @@ while [ $# -gt 0 ] && [[ $1 != --* ]]; do scripts+=("$1"); shift; done  # the sc
 stage_versions "$script" "${scripts[@]}"
 unpack_proxy_data
 
-step_average() {  # run name: the mean step time of its last step line, in ms
-    grep -o 'step_avg:[0-9.]*ms' "$out/$1.out" | tail -n 1 | grep -o '[0-9.]*'
+step_average() {  # console file: the mean step time of its last step line, in ms
+    grep -o 'step_avg:[0-9.]*ms' "$1" | tail -n 1 | grep -o '[0-9.]*'
 }
 
 order=()  # A1 B1 ... then back: ... B2 A2
@@ -30,4 +31,5 @@ for name in "${order[@]}"; do
     run_version "$script" "$version" "$out" "fullbatch_$name" "$versions/artifacts_$version" "${FULL_BATCH[@]}" "$@"
 done
 proxy_summary "$out" "${order[@]/#/fullbatch_}"
-versions_summary "full batch, $(echo "${order[@]}" | tr -d '12') (mean step time)" fullbatch_ 2 step_average ms 2
+# the same runs: its status (1 where one failed) is the script's
+versions_summary "$out" "full batch, $(echo "${order[@]}" | tr -d '12') (mean step time)" fullbatch_ 2 step_average ms 2

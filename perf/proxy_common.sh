@@ -62,13 +62,29 @@ run_version() {  # track script, version (A, B, ...), out dir, run name, --compi
 
 proxy_run() {  # script, out dir, run name, overrides...: logs to OUT/logs/NAME.txt, console to OUT/NAME.out
     # (the start-up time comes from the script's own 'first timed step at' line: a pipe reader such as
-    # mawk buffers its input, so timing the console lines from outside read them as late as the end of the run)
-    local script=$1 out=$2 name=$3; shift 3
+    # mawk buffers its input, so timing the console lines from outside read them as late as the end of the run);
+    # python's exit status is its status, and where it is not 0 the console ends in 'proxy_run: exit N'
+    local script=$1 out=$2 name=$3 status; shift 3
     mkdir -p "$out"
     PYTHONUNBUFFERED=1 python "$script" "${PROXY_DATA[@]}" --compile_cache="$(compile_cache_of "$script")" \
         --logs_dir="$out/logs" --run_id="$name" "$@" 2>&1 |
         tee "$out/$name.out"
+    status=${PIPESTATUS[0]}
+    [ "$status" = 0 ] || echo "proxy_run: exit $status" | tee -a "$out/$name.out"
     keep_kernel_sources "$out" "$name"
+    return "$status"
+}
+
+run_failed() {  # console file: true where its run did not complete, printing why: ' (exit N)' where proxy_run
+    # marked one, then ': ' and its last error: or stopped: line, else its last line. A run completed where its console
+    # holds its last step's line (step:N/N), no error: or stopped: line and no exit status from proxy_run
+    local console=$1 status end
+    [ -f "$console" ] || { echo ": no console $console"; return 0; }
+    status=$(sed -n 's/^proxy_run: exit //p' "$console")
+    end=$(grep -E '^(error|stopped):' "$console" | tail -n 1)
+    [ -z "$status$end" ] && grep -Eq '^step:([0-9]+)/\1 ' "$console" && return 1
+    [ -n "$end" ] || end=$(grep -v '^proxy_run: exit ' "$console" | tail -n 1)
+    echo "${status:+ (exit $status)}: ${end:-no step:N/N line}"
 }
 
 keep_kernel_sources() {  # out dir, run name: for a profiled run, the inductor source of each Triton kernel its log
@@ -96,15 +112,30 @@ proxy_summary() {  # out dir, run names...: one line per run
     done
 }
 
-versions_summary() {  # title, run name prefix, runs a version, reader (a function of a run name), unit, decimals:
-    # each staged version's values (runs PREFIX A1, A2, ..., B1, ...) and their mean
-    local title=$1 prefix=$2 runs=$3 reader=$4 unit=$5 decimals=$6 version i mean values
+versions_summary() {  # out dir, title, run name prefix, runs a version, reader (a function of a console file),
+    # unit, decimals: each staged version's values (runs PREFIX A1, A2, ..., B1, ...) and their mean; a run that did not
+    # complete is 'failed', with why on a line of its own, and leaves its version no mean (the status then 1)
+    local out=$1 title=$2 prefix=$3 runs=$4 reader=$5 unit=$6 decimals=$7 version i mean values failed why notes
+    local status=0
     echo "== $title"
     for version in "${version_names[@]}"; do
-        values=()
-        for i in $(seq "$runs"); do values+=("$("$reader" "$prefix$version$i")"); done
+        values=(); failed=(); notes=()
+        for i in $(seq "$runs"); do
+            if why=$(run_failed "$out/$prefix$version$i.out"); then
+                values+=(failed); failed+=("$version$i"); notes+=("  $prefix$version$i failed$why")
+            else
+                values+=("$("$reader" "$out/$prefix$version$i.out")")
+            fi
+        done
+        if [ ${#failed[@]} -gt 0 ]; then
+            echo "$version: ${values[*]} $unit, no mean (${failed[*]} failed)"
+            printf '%s\n' "${notes[@]}"
+            status=1
+            continue
+        fi
         mean=$(printf '%s\n' "${values[@]}" |
             awk -v places="$decimals" '{ sum += $1; n += ($1 != "") } END { if (n) printf "%." places "f", sum / n }')
         echo "$version: ${values[*]} $unit, mean ${mean:-?} $unit"
     done
+    return "$status"
 }

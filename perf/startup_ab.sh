@@ -7,6 +7,9 @@
 #     one command would.
 #   --cold: cold starts A B B A, each with empty inductor and Triton caches and no --compile_cache file, as on a fresh
 #     machine (each run's caches are deleted after it).
+# A run counts only where it completed (its step:N/N line, no error: or stopped: line, exit 0): else it is 'failed',
+# with its last such line, its version has no mean, and the script exits 1 after the summary (so does a failed
+# uncounted start).
 # Usage (on the device): bash perf/startup_ab.sh [--cold] short|medium OUT_DIR SCRIPT_A SCRIPT_B [overrides]
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
@@ -34,15 +37,15 @@ start_cold() {  # version, run name, overrides...: empty caches of its own, dele
     rm -rf "$caches"
 }
 
-first_timed_step() {  # run name: the seconds of its log's start-up line
-    grep -o 'first timed step at [0-9.]*s' "$out/$1.out" | grep -o '[0-9.]*' | head -n 1
+first_timed_step() {  # console file: the seconds of its start-up line
+    grep -o 'first timed step at [0-9.]*s' "$1" | grep -o '[0-9.]*' | head -n 1
 }
 
 if $cold; then
     for name in A1 B1 B2 A2; do
         start_cold "${name:0:1}" "cold_$name" "$@"
     done
-    versions_summary "cold starts, empty caches, A B B A (process start to the first timed step)" cold_ 2 \
+    versions_summary "$out" "cold starts, empty caches, A B B A (process start to the first timed step)" cold_ 2 \
         first_timed_step s 1
 else
     start A cold_A "$@"
@@ -50,6 +53,11 @@ else
     for name in A1 B1 B2 A2 A3 B3; do
         start "${name:0:1}" "warm_$name" "$@"
     done
-    versions_summary "warm starts, A B B A A B (process start to the first timed step)" warm_ 3 \
+    versions_summary "$out" "warm starts, A B B A A B (process start to the first timed step)" warm_ 3 \
         first_timed_step s 1
+    status=$?
+    for name in cold_A first_B; do  # not counted, but they fill the caches the warm starts load
+        if why=$(run_failed "$out/$name.out"); then echo "$name (not counted) failed$why"; status=1; fi
+    done
+    exit "$status"
 fi

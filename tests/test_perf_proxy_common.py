@@ -58,10 +58,10 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
 
 
 def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str,
-                    scripts: tuple[str, ...] = ("a.py", "b.py")) -> subprocess.CompletedProcess:
+                    scripts: tuple[str, ...] = ("a.py", "b.py"), returncode: int = 0) -> subprocess.CompletedProcess:
     """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py (or
     scripts, of a.py, b.py, c.py) from a copy of the perf helpers, with a stand-in python (a bash body) on the PATH;
-    train_gpt.py holds "# main as checked out"."""
+    train_gpt.py holds "# main as checked out". The tool must exit with returncode."""
     (tmp_path / "perf").mkdir()
     for name in ("proxy_common.sh", tool):
         (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
@@ -75,7 +75,7 @@ def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *optio
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
     result = subprocess.run(["bash", f"perf/{tool}", *options, "short", "out", *scripts, "--seed=1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == returncode, result.stderr
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"  # restored
     return result
 
@@ -86,6 +86,7 @@ def test_startup_ab_runs_a_b_b_a_a_b_from_the_track_scripts_path_and_restores_it
     runs = tmp_path / "runs.txt"
     result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", f"""echo "$(head -n 1 train_gpt.py) $*" >> {runs}
 echo "startup: first timed step at $(wc -l < {runs}).0s"
+echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
 """)
     lines = runs.read_text().splitlines()
     assert [line.split()[2] for line in lines] == list("ABABBAAB")  # cold A, first B, then A B B A A B
@@ -108,6 +109,7 @@ $TRITON_CACHE_DIR $(ls -A "$TRITON_CACHE_DIR" | wc -l) $([ -e "$cache" ] && echo
 $(ls "$(dirname "$(dirname "$TORCHINDUCTOR_CACHE_DIR")")" | wc -l) $*" >> {runs}
 touch "$TORCHINDUCTOR_CACHE_DIR/graph" "$TRITON_CACHE_DIR/kernel" "$cache"
 echo "startup: first timed step at $(( $(wc -l < {runs}) * 10 )).0s"
+echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
 """
     result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", stand_in, "--cold")
     runs_seen = [line.split() for line in runs.read_text().splitlines()]
@@ -155,6 +157,61 @@ echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:$(( $(wc -l < {runs}) * 10
                                                "A: 100.00 600.00 ms, mean 350.00 ms",
                                                "B: 200.00 500.00 ms, mean 350.00 ms",
                                                "C: 300.00 400.00 ms, mean 350.00 ms"]
+
+
+def test_fullbatch_ab_counts_only_completed_runs(tmp_path, repo_root):
+    """A B B A where B2 stops at step 10 (its last step_avg was averaged in) and A2 dies before any step (A's mean
+    was A1's alone): each is 'failed' with its exit status and last line, neither version has a mean, and the tool
+    exits 1 after the whole summary."""
+    runs = tmp_path / "runs.txt"
+    result = run_versions_ab(tmp_path, repo_root, "fullbatch_ab.sh", f"""echo "$(head -n 1 train_gpt.py)" >> {runs}
+n=$(wc -l < {runs})
+case $n in
+    3) echo "step:10/30 train_loss:nan train_time:9ms step_avg:0.90ms"
+       echo "stopped: non-finite train loss at step 10; lower the learning rates or check the data"; exit 1 ;;
+    4) echo "error: out of GPU memory in the warmup"; exit 2 ;;
+esac
+echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:$(( n * 100 )).25ms"
+""", returncode=1)
+    assert result.stdout.splitlines()[-5:] == [
+        "== full batch, A B B A (mean step time)",
+        "A: 100.25 failed ms, no mean (A2 failed)",
+        "  fullbatch_A2 failed (exit 2): error: out of GPU memory in the warmup",
+        "B: 200.25 failed ms, no mean (B2 failed)",
+        "  fullbatch_B2 failed (exit 1): stopped: non-finite train loss at step 10; lower the learning rates or check "
+        "the data"]
+
+
+def test_a_run_without_its_last_step_line_or_with_an_error_line_is_failed(tmp_path, repo_root):
+    """Cold starts A B B A whose python exits 0: B1 ends at step 19 of 20, A2 reaches step 20 and then logs an
+    error: line; both are failed, with their last line, and the tool exits 1."""
+    runs = tmp_path / "runs.txt"
+    result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", f"""echo "$(head -n 1 train_gpt.py)" >> {runs}
+n=$(wc -l < {runs})
+echo "startup: first timed step at $n.0s"
+[ $n = 2 ] && {{ echo "step:19/20 train_loss:5.0 train_time:1ms step_avg:0.05ms"; exit 0; }}
+echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
+[ $n = 4 ] && echo "error: the log could not be written"
+exit 0
+""", "--cold", returncode=1)
+    assert result.stdout.splitlines()[-4:] == [
+        "A: 1.0 failed s, no mean (A2 failed)", "  cold_A2 failed: error: the log could not be written",
+        "B: failed 3.0 s, no mean (B1 failed)", "  cold_B1 failed: step:19/20 train_loss:5.0 train_time:1ms "
+        "step_avg:0.05ms"]
+
+
+def test_startup_ab_fails_when_an_uncounted_first_start_failed(tmp_path, repo_root):
+    """Warm starts: B's first start (not counted, but it fills the caches B's warm starts load) fails; the table
+    keeps both means, then names it, and the tool exits 1."""
+    runs = tmp_path / "runs.txt"
+    result = run_versions_ab(tmp_path, repo_root, "startup_ab.sh", f"""echo "$(head -n 1 train_gpt.py)" >> {runs}
+n=$(wc -l < {runs})
+[ $n = 2 ] && {{ echo "Traceback (most recent call last):"; echo "RuntimeError: compile failed"; exit 1; }}
+echo "startup: first timed step at $n.0s"
+echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
+""", returncode=1)
+    assert result.stdout.splitlines()[-3:] == ["A: 3.0 6.0 7.0 s, mean 5.3 s", "B: 4.0 5.0 8.0 s, mean 5.7 s",
+                                               "first_B (not counted) failed (exit 1): RuntimeError: compile failed"]
 
 
 def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
