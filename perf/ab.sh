@@ -6,7 +6,8 @@
 # Each GPU's runs share their own inductor and Triton caches and compile artifact files (under AB_CACHES,
 # /tmp/ab_caches by default), so that two first runs side by side both compile from cold, as on separate machines,
 # and a GPU's later runs start warm from its earlier ones (one shared artifact file would serve the first run to
-# finish its warmup to the other).
+# finish its warmup to the other). The summary marks a run that did not complete (no step:N/N line, an error: or
+# stopped: line, a non-zero exit) FAILED, with its exit status and last such line, and the script then exits 1.
 # Usage: bash perf/ab.sh short|medium OUT_DIR "--seed=0" "perf/base/train_gpt.py --seed=0" ...
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail

@@ -99,17 +99,19 @@ keep_kernel_sources() {  # out dir, run name: for a profiled run, the inductor s
     done
 }
 
-proxy_summary() {  # out dir, run names...: one line per run
-    local out=$1; shift
+proxy_summary() {  # out dir, run names...: one line per run, 'FAILED' and why for a run that did not complete (the
+    # status then 1)
+    local out=$1 status=0 name f start cache vals why; shift
     echo "== summary: run | process start to first timed step | val lines (step, loss, step_avg) | peak memory"
     for name in "$@"; do
-        local f="$out/$name.out"; [ -f "$f" ] || continue
-        local start cache vals
+        f="$out/$name.out"
+        if why=$(run_failed "$f"); then echo "$name | FAILED$why"; status=1; continue; fi
         start=$(grep -m1 -o 'first timed step at .*' "$f")
         cache=$(grep -m1 -o '[0-9]* artifacts loaded' "$f" || echo 'no compile cache')
         vals=$(grep 'val_loss' "$f" | awk '{printf "%s %s %s; ", $1, $2, $4}')
         echo "$name | $start ($cache) | $vals | $(grep 'peak memory' "$f")"
     done
+    return "$status"
 }
 
 versions_summary() {  # out dir, title, run name prefix, runs a version, reader (a function of a console file),

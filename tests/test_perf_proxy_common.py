@@ -43,8 +43,8 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
     what it was given)."""
     bin_dir, caches = tmp_path / "bin", tmp_path / "caches"
     bin_dir.mkdir()
-    (bin_dir / "python").write_text('#!/usr/bin/env bash\necho "gpu=$CUDA_VISIBLE_DEVICES '
-                                    'inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n')
+    (bin_dir / "python").write_text('#!/usr/bin/env bash\necho "step:400/400 val_loss:4.1"\n'
+                                    'echo "gpu=$CUDA_VISIBLE_DEVICES inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n')
     (bin_dir / "python").chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", AB_GPUS="2", AB_CACHES=str(caches),
                PROXY_CARRY=str(tmp_path / "carry"))
@@ -214,16 +214,65 @@ echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
                                                "first_B (not counted) failed (exit 1): RuntimeError: compile failed"]
 
 
+def run_with_stand_in_python(tmp_path, command: list[str], stand_in_python: str, **env_vars: str):
+    """command (a perf tool and its arguments) run from tmp_path with a stand-in python (a bash body) on the PATH and
+    no proxy shards to unpack."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
+    (tmp_path / "bin" / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"),
+               **env_vars)
+    return subprocess.run(["bash", *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+
+
+# a stand-in python's run that completes: its last step's line, for the run's --num_iterations
+COMPLETES = """steps=$(printf '%s\\n' "$@" | sed -n 's/^--num_iterations=//p' | tail -n 1)
+echo "step:$steps/$steps val_loss:4.1000 train_time:1ms step_avg:0.25ms"
+"""
+
+
 def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
     """perf/proxy.sh's third run is the full batch fullbatch_ab.sh compares (one FULL_BATCH for both)."""
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").write_text('#!/usr/bin/env bash\necho "args=$*"\n')
-    (tmp_path / "bin" / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
-    subprocess.run(["bash", str(repo_root / "perf" / "proxy.sh"), "short", "out", "--seed=2"], cwd=tmp_path, env=env,
-                   check=True, capture_output=True, timeout=60)
+    result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "proxy.sh"), "short", "out", "--seed=2"],
+                                      'echo "args=$*"\n' + COMPLETES)
+    assert result.returncode == 0, result.stdout
     console = (tmp_path / "out" / "fullbatch.out").read_text()
     assert "--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144 --seed=2" in console
+
+
+def test_proxy_marks_a_failed_run_and_exits_1_after_the_whole_summary(tmp_path, repo_root):
+    """The warm run crashes (a traceback, exit 1): its row says FAILED with its exit status and last line instead of
+    the start-up and val columns, the full batch's row still follows, and proxy.sh exits 1 (it exited 0)."""
+    result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "proxy.sh"), "short", "out"], """
+case "$*" in *--run_id=warm*)
+    echo "Traceback (most recent call last):"; echo "RuntimeError: CUDA error: an illegal memory access"; exit 1 ;;
+esac
+""" + COMPLETES)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-3:] == [
+        "cold |  (no compile cache) | step:400/400 val_loss:4.1000 step_avg:0.25ms;  | ",
+        "warm | FAILED (exit 1): RuntimeError: CUDA error: an illegal memory access",
+        "fullbatch |  (no compile cache) | step:30/30 val_loss:4.1000 step_avg:0.25ms;  | "]
+
+
+def test_ab_marks_a_run_stopped_at_step_200_failed(tmp_path, repo_root):
+    """variant1 stops at step 200 of 400 (its row looked like any other's, with the val lines it had) and variant2's
+    run never started: both rows say FAILED, variant0's is as it was, and ab.sh exits 1."""
+    (tmp_path / "train_gpt.py").write_text("")
+    result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "ab.sh"), "short", "out", "--seed=0",
+                                                 "--seed=1", "--seed=2"], """
+case "$*" in
+    *--seed=1) echo "step:100/400 val_loss:4.5000 train_time:1ms step_avg:0.25ms"
+               echo "stopped: non-finite train loss at step 200; lower the learning rates or check the data"; exit 1 ;;
+    *--seed=2) exit 2 ;;
+esac
+""" + COMPLETES, AB_GPUS="1")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-3:] == [
+        "variant0 |  (no compile cache) | step:400/400 val_loss:4.1000 step_avg:0.25ms;  | ",
+        "variant1 | FAILED (exit 1): stopped: non-finite train loss at step 200; lower the learning rates or check "
+        "the data",
+        "variant2 | FAILED (exit 2): no step:N/N line"]
 
 
 @pytest.mark.parametrize("tool", ["startup_ab.sh", "fullbatch_ab.sh"])
