@@ -4,10 +4,11 @@
 # spread between machines (2-4%) but not than one machine's (A B B A pairs within ~0.5 ms: perf/NOTES.md, sessions
 # 45-46). Several versions against one A save A's second compile and its runs (session 68's call 1 ran three in 368 s
 # from a fresh machine). Each version is copied over the track's script in turn, so that their logs name the same
-# script (restored at the end); all share the machine's inductor and Triton caches and each keeps its own
-# --compile_cache file. Each version's first run compiles, which does not reach its step times (the step clock starts
-# after the warmup). A run counts only where it completed (its step:N/N line, no error: or stopped: line, exit 0):
-# else it is 'failed', with its last such line, its version has no mean, and the script exits 1 after the summary.
+# script (restored at the end; another job staging versions over it meanwhile stops with one error line, naming this
+# one); all share the machine's inductor and Triton caches and each keeps its own --compile_cache file. Each
+# version's first run compiles, which does not reach its step times (the step clock starts after the warmup). A run
+# counts only where it completed (its step:N/N line, no error: or stopped: line, exit 0): else it is 'failed', with
+# its last such line, its version has no mean, and the script exits 1 after the summary.
 # Usage (on the device): bash perf/fullbatch_ab.sh short|medium OUT_DIR SCRIPT_A SCRIPT_B [SCRIPT_C ...] [overrides]
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail

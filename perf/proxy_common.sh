@@ -39,11 +39,13 @@ track_script() {  # the script of a track
 stage_versions() {  # track script, script files A, B (, C, ...): each copied into $versions (a new temporary folder)
     # as A.py, B.py, ..., so that run_version can put any at the track script's path (their logs then name the same
     # script), and their letters in version_names; the track script is restored, and the folder removed, when the
-    # calling shell exits. Without two or more script files: one error line, and the calling shell exits
+    # calling shell exits, which holds the track script's lock until then. Without two or more script files, or with
+    # the track script staged by another job: one error line, and the calling shell exits
     local track_script=$1 letters=ABCDEFGH file i ok; shift
     ok=$(( $# >= 2 && $# <= ${#letters} ))
     for file in "$@"; do [ -f "$file" ] || ok=0; done
     [ "$ok" = 1 ] || { echo "error: give two to ${#letters} script files, A then B (then C, ...)" >&2; exit 2; }
+    lock_track_script "$track_script"
     versions=$(mktemp -d); version_names=()
     for i in $(seq 0 $(($# - 1))); do
         version_names+=("${letters:$i:1}")
@@ -51,6 +53,18 @@ stage_versions() {  # track script, script files A, B (, C, ...): each copied in
     done
     cp "$track_script" "$versions/original.py"
     trap 'cp "$versions/original.py" "'"$track_script"'"; rm -rf "$versions"' EXIT
+}
+
+lock_track_script() {  # track script: an exclusive lock on TRACK.lock (ignored; it names its holder) for the calling
+    # shell's life, so that a second job staging versions over the same script (the two swapped each other's versions
+    # and left the wrong file restored) stops with one error line naming the first, and so does a shell without flock
+    local lock=$1.lock
+    command -v flock > /dev/null ||
+        { echo "error: flock (util-linux) is missing: it keeps two jobs from staging versions over $1" >&2; exit 2; }
+    exec {track_lock}>> "$lock"
+    flock -n "$track_lock" ||
+        { echo "error: $1 is staged by another job ($(cat "$lock")); run this one after it" >&2; exit 2; }
+    echo "$0, pid $$, since $(date '+%F %T')" > "$lock"
 }
 
 run_version() {  # track script, version (A, B, ...), out dir, run name, --compile_cache folder, overrides...: a

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start-ups of two versions of a track's script on one machine, for start-up changes, whose gain (a few seconds) is
 # inside one machine's spread (warm starts: 1.5-3 s, perf/NOTES.md session 48). Each version is copied over the
-# track's script in turn, so that their logs name the same script. The track's script is restored at the end.
+# track's script in turn, so that their logs name the same script. The track's script is restored at the end;
+# another job staging versions over it meanwhile stops with one error line, naming this one.
 #   warm (default): a cold start of A and a first start of B (neither counted), then warm starts A B B A A B; both
 #     versions share every inductor and Triton cache, and each keeps its own --compile_cache file, as a user rerunning
 #     one command would.

@@ -7,6 +7,7 @@ fullbatch_ab.sh their full batches the same way."""
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -57,11 +58,9 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
         assert console.rstrip().endswith(f"--seed={seed}")
 
 
-def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str,
-                    scripts: tuple[str, ...] = ("a.py", "b.py"), returncode: int = 0) -> subprocess.CompletedProcess:
-    """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py (or
-    scripts, of a.py, b.py, c.py) from a copy of the perf helpers, with a stand-in python (a bash body) on the PATH;
-    train_gpt.py holds "# main as checked out". The tool must exit with returncode."""
+def versions_ab_folder(tmp_path, repo_root, tool: str, stand_in_python: str) -> dict:
+    """tmp_path set up for perf/TOOL: a copy of the perf helpers, train_gpt.py holding "# main as checked out", the
+    versions a.py, b.py, c.py and a stand-in python (a bash body) in bin/; the environment that puts it on the PATH."""
     (tmp_path / "perf").mkdir()
     for name in ("proxy_common.sh", tool):
         (tmp_path / "perf" / name).write_text((repo_root / "perf" / name).read_text())
@@ -72,7 +71,15 @@ def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *optio
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
     (tmp_path / "bin" / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    return dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+
+
+def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str,
+                    scripts: tuple[str, ...] = ("a.py", "b.py"), returncode: int = 0) -> subprocess.CompletedProcess:
+    """perf/TOOL (startup_ab.sh or fullbatch_ab.sh, with options before the track) run on versions a.py and b.py (or
+    scripts, of a.py, b.py, c.py) from a copy of the perf helpers, with a stand-in python (a bash body) on the PATH;
+    train_gpt.py holds "# main as checked out". The tool must exit with returncode."""
+    env = versions_ab_folder(tmp_path, repo_root, tool, stand_in_python)
     result = subprocess.run(["bash", f"perf/{tool}", *options, "short", "out", *scripts, "--seed=1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == returncode, result.stderr
@@ -229,6 +236,45 @@ def run_with_stand_in_python(tmp_path, command: list[str], stand_in_python: str,
 COMPLETES = """steps=$(printf '%s\\n' "$@" | sed -n 's/^--num_iterations=//p' | tail -n 1)
 echo "step:$steps/$steps val_loss:4.1000 train_time:1ms step_avg:0.25ms"
 """
+
+
+def test_a_second_job_staging_over_the_same_script_stops_with_one_line(tmp_path, repo_root):
+    """While fullbatch_ab.sh stages versions over train_gpt.py (its first run waits for a go file), a second
+    fullbatch_ab.sh (whose runs would not wait) stops with one error line naming the first, before it stages anything;
+    the first then ends normally and restores train_gpt.py (two such jobs swapped each other's versions)."""
+    env = versions_ab_folder(tmp_path, repo_root, "fullbatch_ab.sh", f"""case "$*" in *--logs_dir=first/*)
+    touch {tmp_path}/started; for _ in $(seq 300); do [ -e {tmp_path}/go ] && break; sleep 0.1; done ;;
+esac
+echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:1.00ms"
+""")
+    first = subprocess.Popen(["bash", "perf/fullbatch_ab.sh", "short", "first", "a.py", "b.py"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            if (tmp_path / "started").exists() or first.poll() is not None:
+                break
+            time.sleep(0.1)
+        second = subprocess.run(["bash", "perf/fullbatch_ab.sh", "short", "second", "c.py", "b.py"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert (tmp_path / "train_gpt.py").read_text() == "# version A\n"  # the first job's staged version
+    finally:
+        (tmp_path / "go").touch()
+        assert first.wait(timeout=60) == 0, first.stderr.read()
+    assert second.returncode == 2 and not (tmp_path / "second").exists()
+    assert re.fullmatch(r"error: train_gpt\.py is staged by another job \(perf/fullbatch_ab\.sh, pid \d+, since "
+                        r"[\d-]+ [\d:]+\); run this one after it\n", second.stderr), second.stderr
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
+
+
+def test_staging_without_flock_is_one_error_line(tmp_path, repo_root):
+    for name in ("train_gpt.py", "a.py", "b.py"):
+        (tmp_path / name).write_text("# as it was\n")
+    result = subprocess.run(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && PATH={tmp_path} && "
+                             "stage_versions train_gpt.py a.py b.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and result.stderr == (
+        "error: flock (util-linux) is missing: it keeps two jobs from staging versions over train_gpt.py\n")
+    assert (tmp_path / "train_gpt.py").read_text() == "# as it was\n"
 
 
 def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
