@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two jobs side by side in one device call, job i on GPU i, each packed as soon as it ends: a device call returns at
 # most 8 files and stops at its time limit, which in session 10 lost one job's logs to the file count and another's
-# to the limit. Each job is a shell command; it sees JOB_OUT (its folder under OUT) and AB_GPU_IDS / GPU (its GPU).
+# to the limit. Each job is a shell command; it sees JOB_OUT (its folder under OUT) and its GPU as GPU,
+# CUDA_VISIBLE_DEVICES (a plain command's runs go there) and AB_GPU_IDS (perf/ab.sh sets each run's CUDA_VISIBLE_DEVICES
+# from it, to the same GPU).
 # When it ends, or when PAIR_LIMIT seconds have passed (default 540, under the 600-s limit of a call), each console
 # file (*.out) with a traceback leaves *.out.err: its first traceback (300 lines of at most 300 characters) and its
 # last 20 lines, where the error that ended it is (a 40-line cut lost one in session 19). The consoles are deleted,
@@ -32,7 +34,7 @@ pids=()
 for i in $(seq 0 $(($# - 1))); do
     job=${*:$((i + 1)):1}
     (
-        export JOB_OUT=$out/job$i AB_GPU_IDS=$i GPU=$i
+        export JOB_OUT=$out/job$i AB_GPU_IDS=$i GPU=$i CUDA_VISIBLE_DEVICES=$i
         mkdir -p "$JOB_OUT"
         timeout -k 10 "$limit" bash -c "$job" > "$out/job$i.txt" 2>&1
         status=$?

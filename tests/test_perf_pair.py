@@ -6,9 +6,10 @@ import subprocess
 import tarfile
 
 
-def run_pair(repo_root, out, *jobs, limit="30"):
+def run_pair(repo_root, out, *jobs, limit="30", **env_vars):
     return subprocess.run(["bash", str(repo_root / "perf/pair.sh"), str(out), *jobs], cwd=repo_root,
-                          env=dict(os.environ, PAIR_LIMIT=limit), capture_output=True, text=True, timeout=120)
+                          env=dict(os.environ, PAIR_LIMIT=limit, **env_vars), capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp_path, repo_root):
@@ -38,6 +39,16 @@ def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp
 def test_one_job_runs_on_gpu_0(tmp_path, repo_root):
     result = run_pair(repo_root, tmp_path / "out", "echo $GPU")
     assert result.stdout == "job0: exit 0\n" and (tmp_path / "out" / "job0.txt").read_text() == "0\n"
+
+
+def test_each_jobs_plain_command_sees_only_its_gpu(tmp_path, repo_root):
+    """A plain command (python perf/muon_bench.py) takes CUDA_VISIBLE_DEVICES: each job's is its GPU, whatever the
+    caller's was (both jobs ran on the caller's first GPU)."""
+    out = tmp_path / "out"
+    result = run_pair(repo_root, out, "echo $CUDA_VISIBLE_DEVICES", "echo $CUDA_VISIBLE_DEVICES",
+                      CUDA_VISIBLE_DEVICES="5,6")
+    assert result.returncode == 0, result.stderr
+    assert [(out / f"job{i}.txt").read_text() for i in (0, 1)] == ["0\n", "1\n"]
 
 
 def test_no_job_or_three_are_one_error_line(tmp_path, repo_root):
