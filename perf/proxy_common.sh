@@ -24,16 +24,17 @@ compile_cache_of() {  # script: its torch.compile artifact file
     echo "$PROXY_ARTIFACTS/compile_cache_$(basename "$1" .py).bin"
 }
 
-proxy_steps() {  # the proxy schedule length of a track
-    case $1 in
-        short) echo 400 ;;
-        medium) echo 300 ;;
-        *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;;
-    esac
+proxy_steps() {  # the proxy schedule length of a track (not a track: track_script's error)
+    track_script "$1" > /dev/null || return
+    case $1 in short) echo 400 ;; medium) echo 300 ;; esac
 }
 
-track_script() {  # the script of a track
-    case $1 in medium) echo train_gpt_medium.py ;; *) echo train_gpt.py ;; esac
+track_script() {  # the script of a track; a name that is no track is one error line, status 2
+    case $1 in
+        short) echo train_gpt.py ;;
+        medium) echo train_gpt_medium.py ;;
+        *) echo "error: track must be short or medium, not '$1'" >&2; return 2 ;;
+    esac
 }
 
 stage_versions() {  # track script, script files A, B (, C, ...): each copied into $versions (a new temporary folder)

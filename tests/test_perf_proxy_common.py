@@ -328,6 +328,23 @@ def test_versions_ab_without_two_scripts_is_one_error_line(tmp_path, repo_root, 
     assert result.returncode == 2 and result.stderr == "error: give two to 8 script files, A then B (then C, ...)\n"
 
 
+@pytest.mark.parametrize("tool", ["startup_ab.sh", "fullbatch_ab.sh"])
+def test_versions_ab_of_an_unknown_track_is_one_error_line_before_staging(tmp_path, repo_root, tool):
+    """A track name that is neither short nor medium (it staged the versions over train_gpt.py and ran them)."""
+    env = versions_ab_folder(tmp_path, repo_root, tool, 'echo "ran $*" >> runs.txt\n')
+    result = subprocess.run(["bash", f"perf/{tool}", "shrot", "out", "a.py", "b.py"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr == "error: track must be short or medium, not 'shrot'\n"
+    assert not (tmp_path / "runs.txt").exists() and not (tmp_path / "out").exists()
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
+    assert not (tmp_path / "train_gpt.py.lock").exists()  # not even locked
+
+
+def test_proxy_of_an_unknown_track_is_the_same_error_line(tmp_path, repo_root):
+    result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "proxy.sh"), "long", "out"], "exit 0\n")
+    assert result.returncode == 2 and result.stderr == "error: track must be short or medium, not 'long'\n"
+
+
 def test_pack_without_shards_is_one_error_line_and_writes_nothing(tmp_path, repo_root):
     (tmp_path / "empty").mkdir()
     result = subprocess.run(["bash", str(repo_root / "perf" / "pack.sh"), "empty"], cwd=tmp_path,
