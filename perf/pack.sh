@@ -13,7 +13,10 @@ if [ ${#shards[@]} -eq 0 ]; then
     exit 2
 fi
 mkdir -p perf/carry
-for shard in "${shards[@]}"; do
-    [ -e "perf/carry/$(basename "$shard").xz" ] || xz -T0 -6 -k -c "$shard" > "perf/carry/$(basename "$shard").xz"
+for shard in "${shards[@]}"; do  # each through a .part file renamed once whole (a failed xz left a partial .xz, kept)
+    packed=perf/carry/$(basename "$shard").xz
+    [ -e "$packed" ] && continue
+    xz -T0 -6 -k -c "$shard" > "$packed.part" || { rm -f "$packed.part"; exit 1; }
+    mv "$packed.part" "$packed"
 done
 du -sh perf/carry

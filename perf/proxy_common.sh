@@ -10,13 +10,19 @@ FULL_BATCH=(--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_to
 PROXY_CARRY=${PROXY_CARRY:-perf/carry}
 PROXY_ARTIFACTS=${PROXY_ARTIFACTS:-$PROXY_CARRY}
 
-unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they are missing
+unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they are missing, each through a .part file
+    # renamed once whole (a truncated .xz left a short shard that later calls took as unpacked)
     mkdir -p data/proxy
     for packed in "$PROXY_CARRY"/*.bin.xz; do
         [ -e "$packed" ] || continue
         local shard; shard=data/proxy/$(basename "$packed" .xz)
-        [ -e "$shard" ] || python -c "import lzma, shutil, sys
-shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard"
+        [ -e "$shard" ] && continue
+        if python -c "import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard.part"; then
+            mv "$shard.part" "$shard"
+        else
+            rm -f "$shard.part"
+        fi
     done
 }
 

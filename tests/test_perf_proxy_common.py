@@ -4,6 +4,7 @@ longest, so that a slow fused kernel can be read; ab.sh keeps each GPU's caches 
 startup_ab.sh runs two versions' warm or cold starts in turn from the track script's path and restores it, and
 fullbatch_ab.sh their full batches the same way."""
 
+import lzma
 import os
 import re
 import subprocess
@@ -368,3 +369,36 @@ def test_packed_shards_unpack_to_the_same_bytes(tmp_path, repo_root):
                    cwd=tmp_path, check=True, timeout=60)
     for shard in source.iterdir():
         assert (tmp_path / "data" / "proxy" / shard.name).read_bytes() == shard.read_bytes()
+
+
+def test_a_truncated_xz_leaves_no_shard_to_take_as_unpacked(tmp_path, repo_root):
+    """A .xz cut short fails to unpack and leaves no shard (a short one was kept, and skipped by every later call);
+    once the carry holds the whole file, the next call unpacks it."""
+    shard = bytes(range(256)) * 4000
+    (tmp_path / "perf" / "carry").mkdir(parents=True)
+    packed = tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz"
+    whole = lzma.compress(shard)
+    packed.write_bytes(whole[:len(whole) // 2])
+    unpack = ["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && unpack_proxy_data"]
+    subprocess.run(unpack, cwd=tmp_path, capture_output=True, timeout=60)
+    assert list((tmp_path / "data" / "proxy").iterdir()) == []
+    packed.write_bytes(whole)
+    subprocess.run(unpack, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    assert (tmp_path / "data" / "proxy" / "proxy_val_000000.bin").read_bytes() == shard
+
+
+def test_pack_keeps_no_partial_xz_when_xz_fails(tmp_path, repo_root):
+    """An xz that fails after writing part of its output (a full disk) fails pack.sh and leaves no .xz (the partial
+    one was kept, and skipped by the next pack); the next pack writes the whole one."""
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "proxy_val_000000.bin").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "xz").write_text("#!/usr/bin/env bash\nprintf partial\nexit 1\n")
+    (tmp_path / "bin" / "xz").chmod(0o755)
+    pack = ["bash", str(repo_root / "perf" / "pack.sh"), "shards"]
+    result = subprocess.run(pack, cwd=tmp_path, env=dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}"),
+                            capture_output=True, timeout=60)
+    assert result.returncode != 0 and list((tmp_path / "perf" / "carry").iterdir()) == []
+    subprocess.run(pack, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    packed = (tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz").read_bytes()
+    assert lzma.decompress(packed) == bytes(range(256)) * 8
