@@ -45,6 +45,7 @@ def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_r
     what it was given)."""
     bin_dir, caches = tmp_path / "bin", tmp_path / "caches"
     bin_dir.mkdir()
+    (tmp_path / "train_gpt.py").write_text("")
     (bin_dir / "python").write_text('#!/usr/bin/env bash\necho "step:400/400 val_loss:4.1"\n'
                                     'echo "gpu=$CUDA_VISIBLE_DEVICES inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n')
     (bin_dir / "python").chmod(0o755)
@@ -320,6 +321,26 @@ esac
         "variant1 | FAILED (exit 1): stopped: non-finite train loss at step 200; lower the learning rates or check "
         "the data",
         "variant2 | FAILED (exit 2): no step:N/N line"]
+
+
+@pytest.mark.parametrize("variants, error", [
+    ((), "error: give one or more variants, each one quoted argument (see --help)"),
+    (("--seed=0", "perf/base/my copy.py --seed=0"), "error: variant1: 'perf/base/my' is neither its script (first, a "
+     ".py path without spaces) nor an --override"),
+    (("--seed=0", "perf/base/gone.py --seed=0"), "error: variant1: no script perf/base/gone.py"),
+    (("--seed=0 seed=1",), "error: variant0: 'seed=1' is neither its script (first, a .py path without spaces) nor "
+     "an --override")])
+def test_ab_without_variants_or_with_a_bad_one_is_one_error_line_before_any_run(tmp_path, repo_root, variants,
+                                                                                error):
+    """No variants printed an empty table and exited 0; a script path with a space ran the track script with the
+    path's pieces as arguments; a missing script ran as a row with '(no compile cache)'."""
+    (tmp_path / "perf" / "base").mkdir(parents=True)
+    (tmp_path / "perf" / "base" / "my copy.py").write_text("")
+    (tmp_path / "train_gpt.py").write_text("")
+    result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "ab.sh"), "short", "out", *variants],
+                                      'echo "$*" >> runs.txt\n' + COMPLETES)
+    assert result.returncode == 2 and result.stderr == error + "\n" and result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "perf", "train_gpt.py"]
 
 
 @pytest.mark.parametrize("tool", ["startup_ab.sh", "fullbatch_ab.sh"])
