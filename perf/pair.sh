@@ -7,7 +7,8 @@
 # When it ends, or when PAIR_LIMIT seconds have passed (default 540, under the 600-s limit of a call), each console
 # file (*.out) with a traceback leaves *.out.err: its first traceback (300 lines of at most 300 characters) and its
 # last 20 lines, where the error that ended it is (a 40-line cut lost one in session 19). The consoles are deleted,
-# and the folder becomes OUT/jobI.tgz; the job's own output is OUT/jobI.txt. Usage:
+# and the folder becomes OUT/jobI.tgz; the job's own output is OUT/jobI.txt. pair.sh exits 1 where a job did not
+# exit 0. Usage:
 #   bash perf/pair.sh OUT 'bash perf/ab.sh short $JOB_OUT "--seed=0"' 'python perf/muon_bench.py > $JOB_OUT/b.txt'
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the header above
 set -uo pipefail
@@ -38,10 +39,16 @@ for i in $(seq 0 $(($# - 1))); do
         mkdir -p "$JOB_OUT"
         timeout -k 10 "$limit" bash -c "$job" > "$out/job$i.txt" 2>&1
         status=$?
-        [ $status -eq 124 ] && echo "pair.sh: stopped at PAIR_LIMIT=${limit}s" >> "$out/job$i.txt"
+        # 124: stopped by TERM; 137 at the limit: by the KILL that follows it 10 s later, the TERM ignored
+        if [ $status -eq 124 ] || { [ $status -eq 137 ] && [ "$SECONDS" -ge "$limit" ]; }; then
+            echo "pair.sh: stopped at PAIR_LIMIT=${limit}s" >> "$out/job$i.txt"
+        fi
         pack "$JOB_OUT"
         echo "job$i: exit $status"
+        exit $status
     ) &
     pids+=($!)
 done
-wait "${pids[@]}"
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+exit $failed

@@ -21,7 +21,7 @@ def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp
                  'ValueError: the cause\\n" > $JOB_OUT/run.out && echo fine > $JOB_OUT/clean.out')
     stuck = 'echo log > $JOB_OUT/partial.txt; echo started; sleep 60; echo never'
     result = run_pair(repo_root, out, finishing, stuck, limit="10")  # time enough for the finishing job on a busy CPU
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # a job did not exit 0
     assert sorted(result.stdout.splitlines()) == ["job0: exit 0", "job1: exit 124"]
     assert sorted(p.name for p in out.iterdir()) == ["job0.tgz", "job0.txt", "job1.tgz", "job1.txt"]
     assert (out / "job0.txt").read_text() == "gpu=0 ids=0\n"
@@ -39,6 +39,23 @@ def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp
 def test_one_job_runs_on_gpu_0(tmp_path, repo_root):
     result = run_pair(repo_root, tmp_path / "out", "echo $GPU")
     assert result.stdout == "job0: exit 0\n" and (tmp_path / "out" / "job0.txt").read_text() == "0\n"
+    assert result.returncode == 0
+
+
+def test_a_job_killed_at_the_limit_is_noted_and_a_failed_job_fails_pair(tmp_path, repo_root):
+    """A job that ignores the limit's TERM ends by timeout's KILL 10 s later (exit 137) and gets the PAIR_LIMIT note
+    (only 124 got it); a job that KILLs itself before the limit does not; pair.sh exits 1 (it exited 0)."""
+    out = tmp_path / "out"
+    result = run_pair(repo_root, out, "echo early; kill -KILL $$", 'trap "" TERM; echo started; sleep 30', limit="2")
+    assert result.returncode == 1
+    assert sorted(result.stdout.splitlines()) == ["job0: exit 137", "job1: exit 137"]
+    assert (out / "job0.txt").read_text() == "early\n"
+    assert (out / "job1.txt").read_text() == "started\npair.sh: stopped at PAIR_LIMIT=2s\n"
+
+
+def test_pair_exits_1_when_one_job_fails(tmp_path, repo_root):
+    result = run_pair(repo_root, tmp_path / "out", "exit 3", "true")
+    assert result.returncode == 1 and sorted(result.stdout.splitlines()) == ["job0: exit 3", "job1: exit 0"]
 
 
 def test_each_jobs_plain_command_sees_only_its_gpu(tmp_path, repo_root):
