@@ -18,7 +18,7 @@ limit=${PAIR_LIMIT:-540}
 
 pack() {  # job folder: tracebacks kept, consoles deleted, the folder as a .tgz next to it
     local folder=$1 console
-    for console in $(find "$folder" -name '*.out'); do
+    while IFS= read -r -d '' console; do  # NUL-separated: a path with a space is one
         grep -q Traceback "$console" || { rm -f "$console"; continue; }
         {  # the first traceback from its start (300 lines), then the console's end, where the error that ended it is
             awk '/Traceback/ && !seen {seen = 1} seen && n < 300 {print substr($0, 1, 300); n++}' "$console"
@@ -26,7 +26,7 @@ pack() {  # job folder: tracebacks kept, consoles deleted, the folder as a .tgz 
             tail -n 20 "$console" | cut -c1-300
         } > "$console.err"
         rm -f "$console"
-    done
+    done < <(find "$folder" -name '*.out' -print0)
     tar czf "$folder.tgz" -C "$(dirname "$folder")" "$(basename "$folder")" && rm -rf "$folder"
 }
 

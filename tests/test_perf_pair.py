@@ -36,6 +36,20 @@ def test_each_job_is_packed_with_its_tracebacks_and_a_job_past_the_limit_too(tmp
         assert [m.name for m in packed.getmembers() if m.isfile()] == ["job1/partial.txt"]
 
 
+def test_consoles_in_folders_with_spaces_are_packed_as_any_other(tmp_path, repo_root):
+    """A console under a folder with a space (and OUT with one): its traceback kept, a clean one deleted (the paths
+    were split at the space, and both consoles packed whole)."""
+    out = tmp_path / "my out"
+    job = ('mkdir -p "$JOB_OUT/run a" && printf "Traceback (most recent call last):\\nValueError: x\\n" > '
+           '"$JOB_OUT/run a/crash.out" && echo fine > "$JOB_OUT/run a/clean.out"')
+    result = run_pair(repo_root, out, job)
+    assert result.returncode == 0, result.stderr
+    with tarfile.open(out / "job0.tgz") as packed:
+        assert sorted(m.name for m in packed.getmembers() if m.isfile()) == ["job0/run a/crash.out.err"]
+        kept = packed.extractfile("job0/run a/crash.out.err").read().decode()
+    assert kept.startswith("Traceback (most recent call last):\nValueError: x\n")
+
+
 def test_one_job_runs_on_gpu_0(tmp_path, repo_root):
     result = run_pair(repo_root, tmp_path / "out", "echo $GPU")
     assert result.stdout == "job0: exit 0\n" and (tmp_path / "out" / "job0.txt").read_text() == "0\n"
