@@ -64,10 +64,12 @@ stage_versions() {  # track script, script files A, B (, C, ...): each copied in
 
 lock_track_script() {  # track script: an exclusive lock on TRACK.lock (ignored; it names its holder) for the calling
     # shell's life, so that a second job staging versions over the same script (the two swapped each other's versions
-    # and left the wrong file restored) stops with one error line naming the first, and so does a shell without flock
+    # and left the wrong file restored) stops with one error line naming the first; without flock, a warning line
     local lock=$1.lock
-    command -v flock > /dev/null ||
-        { echo "error: flock (util-linux) is missing: it keeps two jobs from staging versions over $1" >&2; exit 2; }
+    if ! command -v flock > /dev/null; then
+        echo "warning: flock (util-linux) is missing: nothing keeps another job from staging versions over $1" >&2
+        return 0
+    fi
     exec {track_lock}>> "$lock"
     flock -n "$track_lock" ||
         { echo "error: $1 is staged by another job ($(cat "$lock")); run this one after it" >&2; exit 2; }

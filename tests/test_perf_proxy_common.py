@@ -7,6 +7,7 @@ fullbatch_ab.sh their full batches the same way."""
 import lzma
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -268,15 +269,21 @@ echo "step:30/30 val_loss:5.1 train_time:1ms step_avg:1.00ms"
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
 
 
-def test_staging_without_flock_is_one_error_line(tmp_path, repo_root):
+def test_staging_without_flock_is_one_warning_line_and_goes_on(tmp_path, repo_root):
+    """A machine without util-linux's flock (a device image, macOS) still runs its A/B, unguarded, and says so."""
     for name in ("train_gpt.py", "a.py", "b.py"):
-        (tmp_path / name).write_text("# as it was\n")
-    result = subprocess.run(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && PATH={tmp_path} && "
-                             "stage_versions train_gpt.py a.py b.py"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 2 and result.stderr == (
-        "error: flock (util-linux) is missing: it keeps two jobs from staging versions over train_gpt.py\n")
-    assert (tmp_path / "train_gpt.py").read_text() == "# as it was\n"
+        (tmp_path / name).write_text(f"# {name}\n")
+    tools = tmp_path / "bin"  # the tools staging uses, and no flock
+    tools.mkdir()
+    for tool in ("cp", "rm", "mktemp", "seq", "cat"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    result = subprocess.run(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && PATH={tools} && "
+                             'stage_versions train_gpt.py a.py b.py && cp "$versions/B.py" train_gpt.py && '
+                             "cat train_gpt.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == (
+        "warning: flock (util-linux) is missing: nothing keeps another job from staging versions over train_gpt.py\n")
+    assert result.stdout == "# b.py\n"
+    assert (tmp_path / "train_gpt.py").read_text() == "# train_gpt.py\n"  # restored at the shell's exit
 
 
 def test_proxy_runs_the_same_full_batch(tmp_path, repo_root):
