@@ -40,18 +40,25 @@ def test_an_unprofiled_run_keeps_nothing(tmp_path, repo_root):
     assert not (tmp_path / "kernels").exists()
 
 
+def stand_in_python_env(tmp_path, stand_in_python: str, **env_vars: str) -> dict:
+    """A stand-in python (a bash body) in tmp_path/bin; the environment that puts it on the PATH, with no proxy shards
+    to unpack and env_vars."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
+    (tmp_path / "bin" / "python").chmod(0o755)
+    return dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"),
+                **env_vars)
+
+
 def test_ab_gives_each_gpu_its_own_caches_and_compile_artifacts(tmp_path, repo_root):
     """Two variants of one script side by side on two GPUs: each run gets its GPU, that GPU's inductor cache and
     its own --compile_cache file, so that neither first run loads what the other wrote (a stand-in python prints
     what it was given)."""
-    bin_dir, caches = tmp_path / "bin", tmp_path / "caches"
-    bin_dir.mkdir()
+    caches = tmp_path / "caches"
     (tmp_path / "train_gpt.py").write_text("")
-    (bin_dir / "python").write_text('#!/usr/bin/env bash\necho "step:400/400 val_loss:4.1"\n'
-                                    'echo "gpu=$CUDA_VISIBLE_DEVICES inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n')
-    (bin_dir / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", AB_GPUS="2", AB_CACHES=str(caches),
-               PROXY_CARRY=str(tmp_path / "carry"))
+    env = stand_in_python_env(tmp_path, 'echo "step:400/400 val_loss:4.1"\n'
+                              'echo "gpu=$CUDA_VISIBLE_DEVICES inductor=$TORCHINDUCTOR_CACHE_DIR args=$*"\n',
+                              AB_GPUS="2", AB_CACHES=str(caches))
     subprocess.run(["bash", str(repo_root / "perf/ab.sh"), "short", str(tmp_path / "out"), "--seed=0", "--seed=1"],
                    cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True)
     for gpu, seed in [(0, 0), (1, 1)]:
@@ -71,10 +78,7 @@ def versions_ab_folder(tmp_path, repo_root, tool: str, stand_in_python: str) -> 
     (tmp_path / "a.py").write_text("# version A\n")
     (tmp_path / "b.py").write_text("# version B\n")
     (tmp_path / "c.py").write_text("# version C\n")
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
-    (tmp_path / "bin" / "python").chmod(0o755)
-    return dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"))
+    return stand_in_python_env(tmp_path, stand_in_python)
 
 
 def run_versions_ab(tmp_path, repo_root, tool: str, stand_in_python: str, *options: str,
@@ -227,11 +231,7 @@ echo "step:20/20 val_loss:7.0 train_time:1ms step_avg:0.05ms"
 def run_with_stand_in_python(tmp_path, command: list[str], stand_in_python: str, **env_vars: str):
     """command (a perf tool and its arguments) run from tmp_path with a stand-in python (a bash body) on the PATH and
     no proxy shards to unpack."""
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
-    (tmp_path / "bin" / "python").chmod(0o755)
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"),
-               **env_vars)
+    env = stand_in_python_env(tmp_path, stand_in_python, **env_vars)
     return subprocess.run(["bash", *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
 
 
