@@ -255,9 +255,9 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
 def run_settings(out_dir: Path, prefix: str) -> str:
     """A line with the settings that point a run at shards outside the tracks' default (data/fineweb10B/fineweb_*):
     another dataset, or --dir. Relative to the repository, where run.sh reads them, when they lie below it."""
-    if out_dir.resolve() == DATA_DIR / "fineweb10B" and prefix == "fineweb":
-        return ""
     folder = out_dir.resolve()
+    if folder == DATA_DIR / "fineweb10B" and prefix == "fineweb":
+        return ""
     if folder.is_relative_to(DATA_DIR.parent):
         folder = folder.relative_to(DATA_DIR.parent)
     return (f"\nrun on them with: ./run.sh --train_files='{folder / prefix}_train_*.bin' "
