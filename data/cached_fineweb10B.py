@@ -183,6 +183,15 @@ def fetch_shard(repo_id: str, filename: str, out_dir: Path, staging_dir: Path) -
     return n_tokens
 
 
+def make_staging_dir(staging_dir: Path):
+    """Create the staging folder when a shard is to be downloaded, not before: a folder that already holds every
+    shard is only read, and may be read-only (a shared copy of the data)."""
+    try:
+        staging_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DownloadError(f"cannot create {staging_dir} ({e.strerror}); pick a writable --dir") from None
+
+
 def holds_partial_transfer(staging_dir: Path) -> bool:
     """Whether a failed run's staging folder holds part of a file (an older huggingface_hub resumes it)."""
     return any(path.stat().st_size for path in staging_dir.rglob("*.incomplete"))
@@ -229,14 +238,11 @@ def download(dataset: str, n_train, out_dir: Path) -> str:
     total_tokens = downloaded = already_present = 0
     with removed_if_left_empty(out_dir):
         try:
-            staging_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise DownloadError(f"cannot create {staging_dir} ({e.strerror}); pick a writable --dir") from None
-        try:
             with tqdm(filenames, desc=f"{dataset} shards", unit="file") as progress:  # closes on errors
                 for filename in progress:
                     n_tokens = present_token_count(out_dir / filename)
                     if n_tokens is None:
+                        make_staging_dir(staging_dir)
                         n_tokens = fetch_shard(spec["repo_id"], filename, out_dir, staging_dir)
                         downloaded += 1
                     else:

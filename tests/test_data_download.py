@@ -311,6 +311,29 @@ def test_a_failed_download_keeps_a_folder_that_was_there(tmp_path, monkeypatch, 
     assert code == 1 and (tmp_path / "d").is_dir() and list((tmp_path / "d").iterdir()) == []
 
 
+def test_a_folder_that_cannot_be_written_is_enough_where_it_holds_every_shard(tmp_path, hub, fake_download,
+                                                                            monkeypatch, capsys):
+    """A shared read-only copy of the data: the check that every shard is there passes, where it failed on creating
+    the staging folder; a shard still to download ends in one line naming the folder. Path.mkdir stands in for the
+    permissions (the tests run as root, who writes anywhere)."""
+    out_dir = tmp_path / "fineweb10B"
+    out_dir.mkdir()
+    for name in downloader.shard_filenames("fineweb", 1):
+        shutil.copyfile(hub / name, out_dir / name)
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    code, out, err = run(capsys, "1", "--dir", str(out_dir))
+    assert (code, fake_download) == (0, []), err
+    assert out[0].endswith("(0 downloaded, 2 already present)")
+    code, out, err = run(capsys, "2", "--dir", str(out_dir))
+    assert (code, out, fake_download) == (1, [], [])
+    assert err[-1] == f"error: cannot create {out_dir / '.partial'} (Permission denied); pick a writable --dir"
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(downloader.shard_filenames("fineweb", 1))
+
+
 def test_an_os_error_outside_the_downloads_names_the_folder_and_says_to_rerun(tmp_path, monkeypatch, capsys):
     def fail(dataset, n_train, out_dir):
         raise OSError(28, "No space left on device")  # no file name: the folder stands in
