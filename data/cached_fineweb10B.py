@@ -26,7 +26,7 @@ from urllib.request import getproxies
 from tqdm import tqdm
 
 import shards
-from cli import counted, display_dir, finish, removed_if_left_empty
+from cli import counted, display_dir, finish, removed_if_left_empty, user_path
 
 # Pre-tokenized GPT-2 shards as published by the speedrun community on the Hugging Face Hub.
 DATASETS = {
@@ -210,7 +210,7 @@ def parse_args(argv):
                         help="number of train shards to fetch (default: all of the dataset)")
     parser.add_argument("--dataset", choices=DATASETS, default="fineweb10B",
                         help="which pre-tokenized dataset (default: fineweb10B)")
-    parser.add_argument("--dir", type=Path,
+    parser.add_argument("--dir", type=user_path,
                         help="output folder (default: data/<dataset>/ next to this script)")
     return parser.parse_args(argv)
 
@@ -272,7 +272,7 @@ def run_settings(out_dir: Path, prefix: str) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    out_dir = args.dir if args.dir is not None else DATA_DIR / args.dataset
+    out_dir = Path(args.dir) if args.dir is not None else DATA_DIR / args.dataset
     return finish(lambda: download(args.dataset, args.n_train, out_dir), DownloadError, out_dir,
                   f"permissions of {out_dir}, then rerun to resume", "rerun to resume, finished files are kept")
 

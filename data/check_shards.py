@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import shards
-from cli import counted
+from cli import counted, user_path
 
 GPT2_VOCAB_SIZE = 50257
 
@@ -103,7 +103,7 @@ def describe(path: str, stats: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("patterns", nargs="+", metavar="PATH_OR_GLOB",
+    parser.add_argument("patterns", nargs="+", metavar="PATH_OR_GLOB", type=user_path,
                         help="shard files, folders or glob patterns (quote globs)")
     args = parser.parse_args(argv)
 

@@ -1,6 +1,6 @@
-"""What the data tools' command lines share: how a summary counts and names a folder, and how a run ends (its
-summary, or one "error: ..." line on stderr with exit code 1, or 128 + the signal where Ctrl-C or SIGTERM stopped
-it; never a traceback). Malformed arguments are argparse's (exit code 2)."""
+"""What the data tools' command lines share: how a path argument reads, how a summary counts and names a folder, and
+how a run ends (its summary, or one "error: ..." line on stderr with exit code 1, or 128 + the signal where Ctrl-C or
+SIGTERM stopped it; never a traceback). Malformed arguments are argparse's (exit code 2)."""
 
 import contextlib
 import os
@@ -27,6 +27,12 @@ def raise_stopped(signum, frame):
 def counted(n: int, noun: str) -> str:
     """n with thousands separators and noun, plural unless n is 1."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def user_path(text: str) -> str:
+    """A path argument with a leading ~ read as the home folder, as the tracks read their path settings: the shell
+    leaves it as typed in quotes (a glob, a path with spaces) and after an = (--dir=~/data)."""
+    return os.path.expanduser(text)
 
 
 def display_dir(path: Path) -> str:

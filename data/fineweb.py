@@ -33,7 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 import shards
-from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empty
+from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empty, user_path
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
@@ -291,7 +291,7 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("inputs", nargs="*", metavar="PATH",
+    parser.add_argument("inputs", nargs="*", metavar="PATH", type=user_path,
                         help=".jsonl / .txt files or folders of them (or use --hf)")
     parser.add_argument("--hf", metavar="DATASET",
                         help="Hugging Face dataset to stream, e.g. HuggingFaceFW/fineweb")
@@ -302,7 +302,7 @@ def parse_args(argv):
     parser.add_argument("--name", default="fineweb",
                         help="shard file prefix: <name>_val_000000.bin, <name>_train_000001.bin, "
                              "... (default: fineweb)")
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=user_path,
                         help="output folder (default: data/<name>/ next to this script)")
     parser.add_argument("--shard_size", type=int, default=100_000_000,
                         help="tokens per shard (default: 100000000)")
@@ -372,7 +372,7 @@ def run(args, out_dir: Path) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    out_dir = args.out if args.out is not None else DATA_DIR / args.name
+    out_dir = Path(args.out) if args.out is not None else DATA_DIR / args.name
     return finish(lambda: run(args, out_dir), InputError, out_dir, "permissions of the output folder",
                   "shards are moved in only once all are complete (rerun to start over)")
 

@@ -148,6 +148,17 @@ def test_a_folder_this_user_cannot_read_is_named_not_called_empty(tmp_path, monk
     assert paths == [] and problems == [f"{tmp_path}: {unreadable}", f"{tmp_path}/x_*.bin: {unreadable}"]
 
 
+def test_a_leading_tilde_is_the_home_folder(good, monkeypatch, capsys):
+    """A quoted glob, as the README writes them, keeps its ~ from the shell: '~/data/*.bin' matched nothing."""
+    import check_shards
+    monkeypatch.setenv("HOME", str(good))
+    for argument in ("~/x_*.bin", "~", "~/x_val_000000.bin"):
+        assert check_shards.main([argument]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"{good}/x_") and out[-1].startswith("total: ")
+        assert out[-1].endswith("; 0 problems")
+
+
 def test_a_missing_file_is_one_error_line(tmp_path):
     path = tmp_path / "x_val_000000.bin"
     code, out, err = check(path)

@@ -461,6 +461,20 @@ def test_the_summary_names_a_folder_below_the_working_directory_relatively(tmp_p
     assert out[0] == f"1 file, 3 tokens in {tmp_path / '..data'}{os.sep} (0 downloaded, 1 already present)"
 
 
+def test_a_leading_tilde_in_dir_is_the_home_folder(tmp_path, fake_download, monkeypatch, capsys):
+    """The shell leaves --dir=~/... as typed: the shards went to a folder named ~ below the working directory, and
+    the summary's --train_files, read by the tracks as the home folder's, matched none of them."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "0", "--dir=~/fw")
+    assert code == 0, err
+    assert fake_download == ["fineweb_val_000000.bin"] and not (tmp_path / "~").exists()
+    assert (tmp_path / "home" / "fw" / "fineweb_val_000000.bin").is_file()
+    assert out == [f"1 file, 3 tokens in home{os.sep}fw{os.sep} (1 downloaded, 0 already present)",
+                   f"run on them with: ./run.sh --train_files='{tmp_path}/home/fw/fineweb_train_*.bin' "
+                   f"--val_files='{tmp_path}/home/fw/fineweb_val_*.bin'"]
+
+
 def test_an_invalid_file_found_in_place_is_removed_in_one_line_saying_why(tmp_path, capsys):
     path = tmp_path / "fineweb_val_000000.bin"
     path.write_bytes(b"\0" * 10)

@@ -509,5 +509,13 @@ def test_option_checks_are_usage_errors(capsys, args, message):
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
+    """The shell leaves it as typed in quotes ('~/my corpus') and after an = (--out=~/shards): the corpus was not
+    found, or the shards went to a folder named ~ below the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = fineweb.parse_args(["~/my corpus", "--out=~/shards"])
+    assert (args.inputs, args.out) == ([str(tmp_path / "my corpus")], str(tmp_path / "shards"))
+
+
 def test_the_largest_shard_size_an_int32_header_holds_is_accepted():
     assert fineweb.parse_args(["doc.txt", "--shard_size", str(2**31 - 1)]).shard_size == 2**31 - 1
