@@ -2,6 +2,7 @@
 how a run ends (its summary, or one "error: ..." line on stderr with exit code 1, or 128 + the signal where Ctrl-C or
 SIGTERM stopped it; never a traceback). Malformed arguments are argparse's (exit code 2)."""
 
+import argparse
 import contextlib
 import os
 import signal
@@ -31,7 +32,10 @@ def counted(n: int, noun: str) -> str:
 
 def user_path(text: str) -> str:
     """A path argument with a leading ~ read as the home folder, as the tracks read their path settings: the shell
-    leaves it as typed in quotes (a glob, a path with spaces) and after an = (--dir=~/data)."""
+    leaves it as typed in quotes (a glob, a path with spaces) and after an = (--dir=~/data). An empty one, most often
+    an unset shell variable, is a usage error: as a path it is the working directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?) names no file or folder; give one")
     return os.path.expanduser(text)
 
 

@@ -159,6 +159,15 @@ def test_a_leading_tilde_is_the_home_folder(good, monkeypatch, capsys):
         assert out[-1].endswith("; 0 problems")
 
 
+def test_an_empty_argument_is_a_usage_error(good, monkeypatch):
+    """An unset shell variable: as a path, "" was the working directory, and its shards were checked instead."""
+    monkeypatch.chdir(good)
+    code, out, err = check("")
+    assert (code, out) == (2, [])
+    assert err[-1] == ("check_shards.py: error: argument PATH_OR_GLOB: an empty path (an unset shell variable?) names "
+                       "no file or folder; give one")
+
+
 def test_a_missing_file_is_one_error_line(tmp_path):
     path = tmp_path / "x_val_000000.bin"
     code, out, err = check(path)

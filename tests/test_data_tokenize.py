@@ -502,6 +502,9 @@ def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tok
     (["doc.txt", "--hf", "org/corpus"], "exactly one of them"),
     ([], "exactly one of them"),
     (["doc.txt", "--name", ".."], "must be a file name prefix"),
+    # an unset shell variable: as a path, "" is the working directory, whose text files (the records' logs) were read
+    ([""], "argument PATH: an empty path (an unset shell variable?) names no file or folder; give one"),
+    (["doc.txt", "--out="], "argument --out: an empty path (an unset shell variable?) names no file or folder"),
 ])
 def test_option_checks_are_usage_errors(capsys, args, message):
     with pytest.raises(SystemExit) as exit_:
