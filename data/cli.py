@@ -21,8 +21,29 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+_held_signals = None  # while stop_signals_held() runs: the stop signals that arrived, else None
+
+
 def raise_stopped(signum, frame):
+    if _held_signals is not None:
+        _held_signals.append(signum)
+        return
     raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def stop_signals_held():
+    """A step that must not stop halfway (moving a set of shards in): a stop signal that arrives during it takes
+    effect once it is done. Python runs signal handlers in the main thread, so this holds whatever thread the
+    signal reached."""
+    global _held_signals
+    _held_signals = []
+    try:
+        yield
+    finally:
+        held, _held_signals = _held_signals, None
+        if held:
+            raise Stopped(held[0])
 
 
 def counted(n: int, noun: str) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 import shards
-from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empty, user_path
+from cli import STOP_SIGNALS, counted, display_dir, finish, removed_if_left_empty, stop_signals_held, user_path
 
 DATA_DIR = Path(__file__).resolve().parent
 INPUT_SUFFIXES = (".jsonl", ".txt")
@@ -257,13 +257,14 @@ def prepare_out_dir(out_dir: Path, name: str, overwrite: bool) -> None:
 
 def publish_shards(staged: list, out_dir: Path, name: str) -> list:
     """Replace out_dir's <name> shards with the staged ones, which are complete: a run that fails earlier leaves
-    out_dir as it was, never a partial set that looks valid."""
-    for path in existing_shards(out_dir, name):
-        path.unlink()
+    out_dir as it was, never a partial set that looks valid. Ctrl-C or SIGTERM midway take effect once all are in."""
     published = []
-    for path in staged:
-        os.replace(path, out_dir / path.name)
-        published.append(out_dir / path.name)
+    with stop_signals_held():
+        for path in existing_shards(out_dir, name):
+            path.unlink()
+        for path in staged:
+            os.replace(path, out_dir / path.name)
+            published.append(out_dir / path.name)
     return published
 
 

@@ -298,6 +298,35 @@ def test_a_stop_signal_to_the_process_group_midway_ends_in_one_line_and_leaves_n
             os.killpg(run.pid, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_shards_move_in_takes_effect_once_all_are_in(tmp_path, tokenizer_env, monkeypatch,
+                                                                              capsys, signum):
+    """Ctrl-C, or a job scheduler's SIGTERM, between two of the moves into the output folder left the val shard
+    alone there: a set that reads as good, short of its train shards."""
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("One document of several tokens, long enough to fill a few shards of eight tokens each.")
+    options = ["--shard_size", "8", "--workers", "1"]
+    assert fineweb.main([str(corpus), "--out", str(tmp_path / "whole"), *options]) == 0
+    whole = {path.name: path.read_bytes() for path in shard_paths(tmp_path / "whole")}
+    assert len(whole) >= 3
+    out_dir, moved_in, real_replace = tmp_path / "out", [], os.replace
+
+    def replace(src, dst):
+        if Path(dst).parent == out_dir:
+            moved_in.append(Path(dst).name)
+            if len(moved_in) == 2:
+                os.kill(os.getpid(), signum)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(fineweb.os, "replace", replace)
+    capsys.readouterr()
+    assert fineweb.main([str(corpus), "--out", str(out_dir), *options]) == 128 + signum
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: stopped by {signal.Signals(signum).name}; shards are moved in only once all are complete (rerun to "
+        "start over)")
+    assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == whole  # all in, no staging folder left
+
+
 def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
     """The group-wide signal above reaches the workers too; one that a signal ended could hang the pool."""
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
