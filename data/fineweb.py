@@ -343,6 +343,16 @@ def warn_where_the_tracks_fall_short(published: list, n_tokens: int, without_eot
               file=sys.stderr)
 
 
+def no_documents(args) -> str:
+    """The line for an input without a document: a dataset split without rows, or .jsonl files of blank lines only
+    (a .txt file is a document even when empty)."""
+    if args.hf:
+        return (f"the input holds no documents: {args.hf} (config {args.hf_name}, split {args.hf_split}) streamed no "
+                f"rows; check --hf, --hf_name and --hf_split")
+    return ('the input holds no documents: its .jsonl files hold blank lines only; give them one {"text": ...} a line '
+            '(or pass .txt files, one document each)')
+
+
 def run(args, out_dir: Path) -> str:
     """Tokenize the inputs named by args into shards in out_dir; return the summary line."""
     if args.hf:
@@ -362,7 +372,7 @@ def run(args, out_dir: Path) -> str:
             writer = ShardWriter(staging, args.name, args.shard_size)
             n_documents, n_tokens = tokenize(documents, writer, args.workers, args.chunksize)
             if n_documents == 0:
-                raise InputError("the input holds no documents")
+                raise InputError(no_documents(args))
             published = publish_shards(writer.paths, out_dir, args.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -517,11 +517,23 @@ def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tok
     empty.write_text("\n  \n")  # blank lines only
     out_dir = tmp_path / "out"
     assert fineweb.main([str(empty), "--out", str(out_dir), "--workers", "1"]) == 1
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: the input holds no documents"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        'error: the input holds no documents: its .jsonl files hold blank lines only; give them one {"text": ...} a '
+        "line (or pass .txt files, one document each)")
     assert not out_dir.exists()
     out_dir.mkdir()  # a folder that was there stays
     assert fineweb.main([str(empty), "--out", str(out_dir), "--workers", "1"]) == 1
     assert list(out_dir.iterdir()) == []
+
+
+def test_an_hf_split_without_rows_is_one_error_line_naming_the_split(tmp_path, tokenizer_env, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=lambda *args, **kwargs: iter([])))
+    assert fineweb.main(["--hf", "org/corpus", "--hf_split", "test", "--out", str(tmp_path / "out"),
+                         "--workers", "1"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: the input holds no documents: org/corpus (config None, split test) streamed no rows; check --hf, "
+        "--hf_name and --hf_split")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args, message", [
