@@ -263,6 +263,9 @@ def test_shards_outside_the_tracks_default_come_with_the_settings_that_find_them
     assert code == 0 and out == [f"2 files, 2 tokens in {repo / 'data' / 'fineweb10B'}/ (2 downloaded, 0 already "
                                  "present)"], err  # the default: nothing to add
     for argv, folder in [(["--dataset", "fineweb10B-edu"], "data/fineweb10B-edu"),
+                         # the tracks' folder, but their fineweb_* patterns match no finewebedu_* file
+                         (["--dataset", "fineweb10B-edu", "--dir", str(repo / "data" / "fineweb10B")],
+                          "data/fineweb10B"),
                          (["--dir", str(repo / "data" / "mine")], "data/mine"),
                          (["--dir", str(tmp_path / "elsewhere")], str(tmp_path / "elsewhere"))]:
         code, out, err = run(capsys, "1", *argv)
@@ -404,6 +407,33 @@ def test_an_unresolvable_hub_is_one_error_line_without_the_hubs_retries(tmp_path
     assert err[-1] == ("error: cannot resolve the host of HF_ENDPOINT https://hub.example.org ([Errno -2] Name or "
                        "service not known) to download fineweb_val_000000.bin (no network?); check your connection "
                        "(or HF_ENDPOINT) and rerun, finished files are kept")
+
+
+@pytest.mark.parametrize("endpoint, address", [("http://mirror.example.org", ("mirror.example.org", 80)),
+                                               ("https://mirror.example.org/", ("mirror.example.org", 443)),
+                                               ("http://mirror.example.org:8080/hf", ("mirror.example.org", 8080))])
+def test_the_hubs_host_is_tried_on_the_endpoints_port(tmp_path, monkeypatch, capsys, direct_network, endpoint,
+                                                      address):
+    """A mirror on plain http without a port listens on 80: tried on 443 instead, it would be 'cannot connect'."""
+    import huggingface_hub
+    tried, downloads = [], []
+
+    def connect(host_and_port, timeout):
+        tried.append(host_and_port)
+        return socket.socket()  # closed at once, unconnected
+
+    def hf_hub_download(repo_id, filename, repo_type, local_dir, endpoint):
+        downloads.append((repo_id, filename, repo_type, endpoint))
+        shards.write_shard(local_dir / filename, shard_tokens(0))
+        return str(local_dir / filename)
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    code, out, err = run(capsys, "0", "--dir", str(tmp_path / "d"))
+    assert code == 0, err
+    assert tried == [address]
+    assert downloads == [(REPO_ID, "fineweb_val_000000.bin", "dataset", endpoint.rstrip("/"))]
 
 
 @pytest.mark.parametrize("setting", [("HTTPS_PROXY", "http://proxy.example.org:3128"), ("HF_HUB_OFFLINE", "1"),
@@ -616,13 +646,21 @@ def test_a_stop_signal_midway_keeps_finished_shards_and_ends_in_one_line(tmp_pat
         return fetch(repo_id, filename, dest_dir)
 
     monkeypatch.setattr(downloader, "download_file", stopped_on_the_second)
-    handlers = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
-    code, out, err = run(capsys, "2", "--dir", str(tmp_path / "d"))
+    def callers_handler(signum, frame):
+        """The caller's handler, set here: one that an earlier run failed to restore would be the same before and
+        after."""
+
+    handlers = {stop: signal.signal(stop, callers_handler) for stop in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code, out, err = run(capsys, "2", "--dir", str(tmp_path / "d"))
+        assert [signal.getsignal(stop) for stop in handlers] == [callers_handler, callers_handler]
+    finally:
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
     assert code == 128 + signum and out == []
     assert err[-1] == f"error: stopped by {signal.Signals(signum).name}; rerun to resume, finished files are kept"
     assert sum(line.startswith("error:") for line in err) == 1
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["fineweb_val_000000.bin"]
-    assert {stop: signal.getsignal(stop) for stop in handlers} == handlers
 
 
 def test_an_hf_endpoint_without_a_scheme_is_one_line_before_any_request(tmp_path, monkeypatch, capsys):
