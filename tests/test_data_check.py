@@ -73,6 +73,15 @@ def test_a_shard_matched_by_two_arguments_is_checked_and_counted_once(good):
     assert out[-1] == "total: 2 good shards, 9 tokens, 4 documents; 0 problems"
 
 
+def test_a_shard_reached_through_a_link_is_checked_and_counted_once(good, tmp_path_factory):
+    """A folder of links to the shards (a run's own view of a shared copy), named with the shards' folder."""
+    links = tmp_path_factory.mktemp("links")
+    (links / "x_val_000000.bin").symlink_to(good / "x_val_000000.bin")
+    code, out, err = check(good, links)
+    assert code == 0, err
+    assert out[-1] == "total: 2 good shards, 9 tokens, 4 documents; 0 problems"
+
+
 def test_truncated_shard(good):
     path = good / "x_val_000000.bin"
     path.write_bytes(path.read_bytes()[:-1])
