@@ -289,6 +289,15 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
     return n_documents, n_tokens
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a job scheduler's share of the machine, or taskset's). os.cpu_count()
+    counts all of the machine's: a tokenizer process each, with its batch of documents, overran the share's cores
+    and memory."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # None where it cannot tell
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -307,8 +316,8 @@ def parse_args(argv):
                         help="output folder (default: data/<name>/ next to this script)")
     parser.add_argument("--shard_size", type=int, default=100_000_000,
                         help="tokens per shard (default: 100000000)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count(),
-                        help="tokenizer processes (default: all cores)")
+    parser.add_argument("--workers", type=int, default=usable_cores(),
+                        help="tokenizer processes (default: one per core this process may use)")
     parser.add_argument("--chunksize", type=int, default=16,
                         help="documents per task sent to a worker (default: 16)")
     parser.add_argument("--overwrite", action="store_true",

@@ -561,5 +561,17 @@ def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     assert (args.inputs, args.out) == ([str(tmp_path / "my corpus")], str(tmp_path / "shards"))
 
 
+def test_the_default_workers_are_the_cores_this_process_may_use(monkeypatch):
+    """A job scheduler's share of a 64-core machine (2 cores here): os.cpu_count() started 64 tokenizer processes.
+    Where the system tells neither (os.cpu_count() is None), 1: None failed the option check with a traceback."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert fineweb.parse_args(["doc.txt"]).workers == 2
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS and Windows have none
+    assert fineweb.parse_args(["doc.txt"]).workers == 64
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert fineweb.parse_args(["doc.txt"]).workers == 1
+
+
 def test_the_largest_shard_size_an_int32_header_holds_is_accepted():
     assert fineweb.parse_args(["doc.txt", "--shard_size", str(2**31 - 1)]).shard_size == 2**31 - 1
