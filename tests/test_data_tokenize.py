@@ -145,7 +145,8 @@ def test_a_file_named_twice_is_one_error_line(tmp_path):
     (tmp_path / "corpus").mkdir()
     doc = tmp_path / "corpus" / "a.jsonl"
     doc.write_text('{"text": "x"}\n')
-    for paths, first in [([doc, doc], doc), ([tmp_path / "corpus", doc], tmp_path / "corpus")]:
+    same = tmp_path / "corpus" / ".." / "corpus" / "a.jsonl"  # another spelling of the same file
+    for paths, first in [([doc, doc], doc), ([tmp_path / "corpus", doc], tmp_path / "corpus"), ([same, doc], same)]:
         with pytest.raises(fineweb.InputError) as error:
             fineweb.list_input_files(paths)
         assert str(error.value) == f"{doc} is named twice, by {first} and by {doc}; give each input once"
@@ -357,6 +358,7 @@ def test_non_utf8_names_the_line_and_the_files_byte(tmp_path, tokenizer_env, sam
 
 @pytest.mark.parametrize("args, message", [
     (["--shard_size", "100000000000"], "--shard_size must be at most 2,147,483,647"),
+    (["--shard_size", str(2**31)], "--shard_size must be at most 2,147,483,647"),  # one past the int32 count
     (["--name", "sub/x"], "must be a file name prefix, without folders"),
 ])
 def test_bad_options_are_usage_errors(tmp_path, args, message):
