@@ -109,6 +109,22 @@ def find_separator(data):
     return None, None
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def restored_log(data):
+    """A log saved again after its run, as git on Windows (CRLF line ends) or an editor (a UTF-8 BOM in front) may
+    have done, with those changes undone: (match, source_length, data) of the first form whose separator's byte
+    count holds, else (None, None, data). The log as it is comes first, and a form that changed the script's bytes
+    fails that count: a script that itself starts with a BOM or has CRLF lines keeps them."""
+    unmarked = data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
+    for form in (data, unmarked, data.replace(b"\r\n", b"\n"), unmarked.replace(b"\r\n", b"\n")):
+        match, n = find_separator(form)
+        if match is not None:
+            return match, n, form
+    return None, None, data
+
+
 def parse_tail(lines):
     """Parse the lines after the separator into header, hyperparameters, nvidia-smi and steps."""
     header, hparams, smi, steps = {}, {}, [], []
@@ -151,8 +167,7 @@ def load_log(path):
         raise ToolError(f"{path}: no such file")
     if not path.is_file():
         raise ToolError(f"{path} is not a file")
-    data = path.read_bytes()
-    match, n = find_separator(data)
+    match, n, data = restored_log(path.read_bytes())
     if match is None:
         raise ToolError(f'{path} is not a run log (no "end of source" separator line)')
     tail = data[match.end():].decode("utf-8", errors="replace").splitlines()

@@ -138,6 +138,33 @@ def test_extract_ignores_separator_lines_inside_the_source(tmp_path):
     assert (tmp_path / "out.py").read_bytes() == source.encode()
 
 
+@pytest.mark.parametrize("resave", [lambda data: data.replace(b"\n", b"\r\n"), lambda data: b"\xef\xbb\xbf" + data,
+                                    lambda data: b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")],
+                         ids=["CRLF", "BOM", "BOM and CRLF"])
+def test_a_log_saved_again_with_crlf_or_a_bom_gives_back_the_script_that_ran(tmp_path, resave):
+    """git on Windows checks a record's log out with CRLF line ends, and an editor may save it with a BOM in front:
+    the separator's byte count then holds for the log with those undone, which is what ran. Both were 'not a run
+    log'."""
+    log = make_log(tmp_path / "run.txt", val_losses=(10.8, 3.27))
+    log.write_bytes(resave(log.read_bytes()))
+    result = tool("extract", log, "-o", tmp_path / "out.py")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out.py").read_bytes() == FAKE_SCRIPT.encode()
+    assert result.stdout == f"python {tmp_path / 'out.py'} --device=cpu --num_iterations=20\n"
+    result = tool("compare", log, "--target", "3.28")
+    assert re.search(rf"^{re.escape(str(log))}\s+3\.27\s+0\.700\s.*\s20/20\s+33512\s+20/0\.70s\s+\S+$", result.stdout,
+                     re.M), result.stdout + result.stderr
+
+
+def test_a_script_with_its_own_bom_and_crlf_lines_is_extracted_as_it_ran(tmp_path):
+    """A script that starts with a BOM and has CRLF lines keeps them: a log is restored only where the separator's
+    byte count then holds."""
+    source = b"\xef\xbb\xbfimport sys\r\nprint('hi')\r\n"
+    log = make_log(tmp_path / "run.txt", source)
+    assert tool("extract", log, "-o", tmp_path / "out.py").returncode == 0
+    assert (tmp_path / "out.py").read_bytes() == source
+
+
 def test_extract_default_name_and_python_command(tmp_path):
     log = make_log(tmp_path / "logs" / "run.txt")
     result = tool("extract", log, cwd=tmp_path)
