@@ -55,7 +55,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SEPARATOR_RE = re.compile(rb"^=+ end of source: (\S+), (\d+) bytes =+$", re.MULTILINE)
+SEPARATOR_RE = re.compile(rb"^=+ end of source: (.+), (\d+) bytes =+$", re.MULTILINE)  # a name may hold spaces
 STEP_RE = re.compile(r"^step:(\d+)/(\d+)((?:\s+\S+:\S+)*)\s*$")
 PEAK_RE = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB")
 HEADER_RE = re.compile(r"^([A-Za-z_][\w-]*):(?: (.*))?$")

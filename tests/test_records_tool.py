@@ -173,6 +173,16 @@ def test_extract_default_name_and_python_command(tmp_path):
     assert result.stdout.strip() == "python train_gpt.py --device=cpu --num_iterations=20"
 
 
+def test_a_script_name_with_a_space_is_read_and_quoted(tmp_path):
+    """The scripts name their own file in the separator line: a copy such as macOS's "train_gpt copy.py" wrote a log
+    the tool called 'not a run log'."""
+    log = make_log(tmp_path / "logs" / "run.txt", script="train_gpt copy.py")
+    result = tool("extract", log, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "train_gpt copy.py").read_bytes() == FAKE_SCRIPT.encode()
+    assert result.stdout == "python 'train_gpt copy.py' --device=cpu --num_iterations=20\n"
+
+
 def test_extract_torchrun_command_is_shell_quoted(tmp_path):
     overrides = ("--device=cpu", "--train_files=my data/t_*.bin", "--num_iterations=20")
     log = make_log(tmp_path / "run.txt", overrides=overrides, world_size=2)
