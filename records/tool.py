@@ -334,6 +334,7 @@ def cmd_rerun(args):
 
 
 RUN_IDENTITY = ("run_id", "date", "command", "argv")  # header lines that differ between any two runs
+LOG_NAME = ("run_id",)  # the hyperparameter that names the log only; rerun leaves out the recorded one
 
 
 def field_changes(a, b):
@@ -361,8 +362,9 @@ def cmd_diff(args):
     else:
         print(f"scripts are identical ({a.script_name}, {len(a.source)} bytes)")
     setup_a, setup_b = ({k: v for k, v in log.header.items() if k not in RUN_IDENTITY} for log in (a, b))
+    hparams_a, hparams_b = ({k: v for k, v in log.hparams.items() if k not in LOG_NAME} for log in (a, b))
     for title, same, fields_a, fields_b in [("setup", "setup is identical", setup_a, setup_b),
-                                            ("hyperparameters", "hyperparameters are identical", a.hparams, b.hparams)]:
+                                            ("hyperparameters", "hyperparameters are identical", hparams_a, hparams_b)]:
         changes = field_changes(fields_a, fields_b)
         print(f"{title}:" if changes else same)
         for line in changes:

@@ -389,6 +389,20 @@ def test_diff_of_identical_logs(tmp_path):
     assert "scripts are identical" in result.stdout
 
 
+def test_diff_of_a_log_and_its_rerun_ignores_the_run_id_that_rerun_leaves_out(tmp_path):
+    """rerun drops the recorded --run_id (the log's name), so the re-run logs an empty one: diff listed that as the
+    one hyperparameter that changed. It names the log, as the header's run_id line, which diff leaves out too."""
+    recorded = make_log(tmp_path / "seed0.txt", overrides=("--run_id=seed0", "--seed=0"),
+                        hparams={"run_id": "seed0", "seed": "0"})
+    again = make_log(tmp_path / "again.txt", overrides=("--seed=0",), hparams={"run_id": "", "seed": "0"})
+    result = tool("diff", recorded, again)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2:] == ["setup is identical", "hyperparameters are identical"]
+    other = make_log(tmp_path / "seed1.txt", overrides=("--seed=1",), hparams={"run_id": "", "seed": "1"})
+    lines = tool("diff", recorded, other).stdout.splitlines()
+    assert lines[lines.index("hyperparameters:") + 1:] == ["- seed: 0", "+ seed: 1"]
+
+
 def test_diff_names_a_different_world_size_and_torch(tmp_path):
     """Two processes and one process with two micro-steps differ in world_size, not in any hyperparameter."""
     a = make_log(tmp_path / "a.txt", world_size=2)
