@@ -35,7 +35,7 @@ Subcommands (``python records/tool.py <cmd> --help`` for details):
     compare LOG_OR_DIR... [--target T] [--png FILE]
                                           table of runs (a note for each without a result: stopped,
                                           error, cut short or non-finite), per-group mean/std/t-test vs
-                                          the target
+                                          the target (default: the logs' track's, 3.28 or 2.92)
 
 Errors (missing file, not a run log, unwritable output, ...) are one ``error: ...`` line on stderr and exit 2.
 """
@@ -62,6 +62,9 @@ HEADER_RE = re.compile(r"^([A-Za-z_][\w-]*):(?: (.*))?$")
 NUMBER_RE = re.compile(r"^([-+]?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))(.*)$", re.IGNORECASE)
 ENV_KEYS = ("python", "torch", "cuda", "triton", "gpu")
 SPEEDRUN_P = 0.01
+TRACK_TARGETS = {"1": 3.28, "2": 2.92}  # the FineWeb val loss a record of each track must reach
+TRACK_RE = re.compile(rb'\A(?:\xef\xbb\xbf)?"""NanoGPT speedrun, track (\d+):')  # each track script's first words
+TRACK_SCRIPTS = {"train_gpt.py": "1", "train_gpt_medium.py": "2"}
 
 
 class ToolError(Exception):
@@ -576,10 +579,37 @@ def check_png(png):
         raise ToolError("--png needs matplotlib: pip install matplotlib (or leave --png out)")
 
 
+def log_track(log):
+    """The track of a log's script ("1", "2", ...): from its docstring's first words, which a copy or variant keeps,
+    else from its name; None when neither tells."""
+    match = TRACK_RE.match(log.source)
+    return match.group(1).decode() if match else TRACK_SCRIPTS.get(Path(log.script_name).name)
+
+
+def track_target(logs):
+    """compare's target without --target: the record target of the one track all the logs are of."""
+    tracks = {}
+    for log in logs:
+        tracks.setdefault(log_track(log), log)
+    if None in tracks:
+        raise ToolError(f"{tracks[None].path}: its script ({tracks[None].script_name}) is no track script, so its "
+                        "target is unknown: give --target")
+    if len(tracks) > 1:
+        names = " and ".join(f"{track} ({tracks[track].path})" for track in sorted(tracks))
+        raise ToolError(f"the logs are of tracks {names}, whose targets differ: compare one track at a time, or "
+                        "give --target")
+    (track,) = tracks
+    if track not in TRACK_TARGETS:
+        raise ToolError(f"{tracks[track].path}: track {track} has no known target: give --target")
+    return TRACK_TARGETS[track]
+
+
 def cmd_compare(args):
     if args.png:
         check_png(args.png)
     groups = collect_groups(args.logs)
+    if args.target is None:
+        args.target = track_target([log for logs in groups.values() for log in logs])
     rows = [["log", "val_loss", "train_time_s", "step_avg_ms", "steps", "peak_mem_MiB", "target_reached",
              "interpolated", "note"]]
     for logs in groups.values():
@@ -631,7 +661,8 @@ def build_parser():
     compare = commands.add_parser("compare", help="table and statistics of runs; a folder is a group")
     compare.add_argument("logs", nargs="+", metavar="LOG_OR_DIR",
                          help="run logs (together one group) and folders (one group each)")
-    compare.add_argument("--target", type=val_loss_target, default=3.28, help="val loss target (default 3.28)")
+    compare.add_argument("--target", type=val_loss_target,
+                         help="val loss target (default: the logs' track's, 3.28 for track 1 and 2.92 for track 2)")
     compare.add_argument("--png", help="also plot val loss curves to this PNG")
     compare.set_defaults(func=cmd_compare)
     return parser

@@ -609,12 +609,52 @@ def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
     short = make_log(tmp_path / "g" / "short.txt", val_losses=(10.8, 3.27), hparams={"seed": "0"})
     make_log(tmp_path / "g" / "medium.txt", script="train_gpt_medium.py", val_losses=(10.8, 3.25),
              hparams={"seed": "1"})
-    result = tool("compare", tmp_path / "g")
+    result = tool("compare", tmp_path / "g", "--target", "3.28")
     assert result.returncode == 0, result.stderr
     assert f"warning: {tmp_path / 'g'}: mixes scripts train_gpt.py, train_gpt_medium.py" in result.stderr
     longer = make_log(tmp_path / "longer.txt", val_losses=(10.8, 3.25), hparams={"seed": "1"}, total=100)
     result = tool("compare", short, longer)
     assert result.stderr == "warning: (files): mixes run lengths (num_iterations) 20, 100; compare like runs\n"
+
+
+MEDIUM_SCRIPT = '"""NanoGPT speedrun, track 2: GPT-2 medium."""\n' + FAKE_SCRIPT
+
+
+@pytest.mark.parametrize("script, source", [("train_gpt_medium.py", FAKE_SCRIPT), ("my_variant.py", MEDIUM_SCRIPT)],
+                         ids=["by its name", "by its docstring"])
+def test_compare_tests_track_2_logs_against_track_2s_target(tmp_path, script, source):
+    """Without --target, track 2's runs were tested against track 1's 3.28: runs ending at 2.95 (missing 2.92) got
+    'p < 0.01' and reached the target at their last step. A variant keeps the track script's docstring."""
+    for seed, loss in enumerate((2.95, 2.951, 2.949)):
+        make_log(tmp_path / "g" / f"s{seed}.txt", source, script=script, val_losses=(10.8, loss),
+                 hparams={"seed": str(seed)})
+    result = tool("compare", tmp_path / "g")
+    assert result.returncode == 0, result.stderr
+    t = (2.95 - 2.92) / (0.001 / math.sqrt(3))  # the std of 2.95 +- 0.001 is 0.001
+    p = 0.5 + t / (2 * math.sqrt(2 + t * t))  # Student's t CDF with 2 degrees of freedom, in closed form
+    line = assert_group_statistics(result.stdout, str(tmp_path / "g"), 3, 2.95, 0.001, t, p)
+    assert line.endswith("(H1: mean < 2.92; p >= 0.01)")
+    assert re.search(rf"^{re.escape(str(tmp_path / 'g' / 's0.txt'))}\s.*\s33512\s+n/a\s+n/a$", result.stdout, re.M)
+
+
+def test_compare_without_target_needs_logs_of_one_known_track(tmp_path):
+    """Logs of both tracks, or of a script that is no track's, have no one target: one error line, naming a log of
+    each, and the fix; with --target they compare."""
+    short = make_log(tmp_path / "short.txt", val_losses=(10.8, 3.27))
+    medium = make_log(tmp_path / "medium.txt", script="train_gpt_medium.py", val_losses=(10.8, 2.91))
+    mine = make_log(tmp_path / "mine.txt", script="mine.py", val_losses=(10.8, 3.1))
+    result = tool("compare", short, medium)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"error: the logs are of tracks 1 ({short}) and 2 ({medium}), whose targets differ: "
+                             "compare one track at a time, or give --target\n")
+    result = tool("compare", short, mine)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"error: {mine}: its script (mine.py) is no track script, so its target is unknown: "
+                             "give --target\n")
+    fields, line = parse_group_line(tool("compare", short, mine, "--target", "3.2").stdout, "(files)")
+    assert fields["n"] == "2" and "H1: mean < 3.2;" in line
+    fields, _ = parse_group_line(tool("compare", short).stdout, "(files)")
+    assert fields["n"] == "1" and fields["mean"] == "3.2700"
 
 
 def test_compare_png_needs_a_png_name_and_matplotlib(tmp_path, monkeypatch, capsys):
