@@ -199,10 +199,16 @@ def write_script(log, out, force):
     return out
 
 
+def no_argv(log):
+    """Why a log whose run stopped (or whose copy was cut) before its header cannot be re-run."""
+    return (f"{log.path} has no argv line (the run stopped, or its log was cut, before its header): the arguments it "
+            "ran with are unknown")
+
+
 def reproduce_command(log, script_path):
     """The command (as an argv list) that re-runs ``log`` with the script at ``script_path``."""
     if "argv" not in log.header:
-        raise ToolError(f"{log.path} has no argv line")
+        raise ToolError(f"{no_argv(log)}; extract still writes its script")
     try:
         argv = json.loads(log.header["argv"])
     except ValueError:
@@ -299,6 +305,9 @@ def launch_env(command):
 def cmd_extract(args):
     log = load_log(args.log)
     out = Path(args.output or default_script_name(log))
+    if "argv" not in log.header:  # the script before the separator is whole all the same: its byte count holds
+        write_script(log, out, args.force)
+        raise ToolError(f"{no_argv(log)}; its script is written to {out} ({len(log.source)} bytes)")
     command = reproduce_command(log, out)  # a bad header is reported before anything is written
     write_script(log, out, args.force)
     print(f"wrote {out} ({len(log.source)} bytes)", file=sys.stderr)

@@ -783,6 +783,31 @@ def test_bad_header_values_are_one_line_errors(tmp_path, line, replacement, mess
     assert not (tmp_path / "x.py").exists()  # nothing written before the error
 
 
+@pytest.mark.parametrize("tail", ["error: OSError: [Errno 5] Input/output error\n", "run_id: x\ndate: 2026-11-2", ""],
+                         ids=["a crash before the header", "cut in the header", "cut after the separator"])
+def test_a_log_that_ends_before_its_argv_line_still_gives_back_its_script(tmp_path, tail):
+    """A run that failed while writing its header (the scripts end the log with the crash's error line from the
+    separator on), or a copy of its log cut short there, still holds the whole script: extract writes it, then says
+    in one line that the arguments are unknown. It wrote nothing ('has no argv line'), and rerun gave no way on."""
+    full = make_log(tmp_path / "full.txt").read_bytes()
+    separator_end = full.index(b"\n", full.index(b" end of source: ")) + 1
+    log = tmp_path / "failed.txt"
+    log.write_bytes(full[:separator_end] + tail.encode())
+    result = tool("extract", log, "-o", tmp_path / "out.py")
+    assert result.returncode == 2 and result.stdout == ""
+    unknown = (f"error: {log} has no argv line (the run stopped, or its log was cut, before its header): the "
+               "arguments it ran with are unknown")
+    assert result.stderr == f"{unknown}; its script is written to {tmp_path / 'out.py'} ({len(FAKE_SCRIPT)} bytes)\n"
+    assert (tmp_path / "out.py").read_bytes() == FAKE_SCRIPT.encode()
+    (tmp_path / "out.py").write_text("edited\n")  # an existing different file is still kept without --force
+    result = tool("extract", log, "-o", tmp_path / "out.py")
+    assert result.returncode == 2 and "--force" in result.stderr and (tmp_path / "out.py").read_text() == "edited\n"
+    for args in (["rerun", log], ["rerun", "--dry-run", log]):
+        result = tool(*args, cwd=tmp_path)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == f"{unknown}; extract still writes its script\n"
+
+
 def test_extract_writes_the_recorded_script_name_without_folders(tmp_path):
     log = make_log(tmp_path / "run.txt", script="train_gpt_medium.py")
     log.write_bytes(log.read_bytes().replace(b"end of source: train_gpt_medium.py",
