@@ -237,19 +237,15 @@ def test_rerun_dry_run_without_mismatch(tmp_path):
 
 
 def test_rerun_dry_run_warns_per_mismatch_and_appends_extra_args(tmp_path):
-    env = this_environment()
-    env["torch"] = "1.0.0"
-    env["gpu"] = "NVIDIA H200 x8"
+    env = {"python": "3.9.0", "torch": "1.0.0", "cuda": "11.8", "triton": "2.0.0", "gpu": "NVIDIA H200 x8"}
     log = make_log(tmp_path / "run.txt", env=env, world_size=8,
                    nvidia_smi=["| NVIDIA-SMI 560.35 |", "| 0  NVIDIA H200 |"])
     result = tool("rerun", "--dry-run", log, "--", "--num_iterations=3", "--lr=0.1")
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     current = this_environment()
-    assert warnings == [
-        f"warning: torch differs: log has 1.0.0, this machine has {current['torch']}",
-        f"warning: gpu differs: log has NVIDIA H200 x8, this machine has {current['gpu']}",
-    ]
+    assert warnings == [f"warning: {key} differs: log has {env[key]}, this machine has {current[key]}"
+                        for key in ("python", "torch", "cuda", "triton", "gpu")]
     command = shlex.split(result.stdout.strip().splitlines()[-1])
     assert command[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     assert "--nproc_per_node=8" in command
@@ -473,6 +469,11 @@ def test_compare_reports_where_the_validations_first_reach_the_target(tmp_path):
     assert re.search(rf"^{re.escape(str(reached))}\s.*\s{expected}\s*$", result.stdout, re.M), result.stdout
     result = tool("compare", missed, "--target", "3.28")
     assert re.search(rf"^{re.escape(str(missed))}\s.*33512\s+n/a\s+n/a\s*$", result.stdout, re.M), result.stdout
+    # reached at the last validation (3.1 at step 20, 700 ms): interpolated from the one before it (3.2 at step 10,
+    # 350 ms), a quarter of the way, not from step 0's
+    result = tool("compare", reached, "--target", "3.175")
+    assert re.search(rf"^{re.escape(str(reached))}\s.*\s20/0\.70s\s+12\.5/0\.44s\s*$", result.stdout, re.M), \
+        result.stdout
 
 
 @pytest.mark.parametrize("target", ["nan", "inf", "-inf", "0", "-1", "3,28"])
@@ -651,6 +652,10 @@ def test_compare_without_target_needs_logs_of_one_known_track(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (f"error: {mine}: its script (mine.py) is no track script, so its target is unknown: "
                              "give --target\n")
+    future = make_log(tmp_path / "future.txt", '"""NanoGPT speedrun, track 3: a new one."""\n' + FAKE_SCRIPT)
+    result = tool("compare", future)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"error: {future}: track 3 has no known target: give --target\n"
     fields, line = parse_group_line(tool("compare", short, mine, "--target", "3.2").stdout, "(files)")
     assert fields["n"] == "2" and "H1: mean < 3.2;" in line
     fields, _ = parse_group_line(tool("compare", short).stdout, "(files)")
