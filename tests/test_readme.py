@@ -1,4 +1,6 @@
-"""README.md: its relative links lead to files that exist, and its records tables list every record folder."""
+"""README.md: its relative links lead to files that exist, its records tables list every record folder, and every
+record folder holds a README and whole run logs."""
+import importlib.util
 import re
 from pathlib import Path
 
@@ -23,3 +25,20 @@ def test_the_records_tables_list_every_record_folder():
     linked = {(REPO / target).resolve() for target in relative_links(REPO / "README.md")}
     folders = {folder.resolve() for folder in REPO.glob("records/track_*/*") if folder.is_dir()}
     assert sorted(str(folder.relative_to(REPO)) for folder in folders - linked) == []
+
+
+def test_every_record_folder_has_a_readme_and_whole_run_logs():
+    """A record is a README and its logs (records/README.md): a folder without a README passed the link checks, and a
+    log whose script was edited after the run (its separator's byte count no longer holds) is skipped by
+    `records/tool.py compare` with a warning only, so its run would silently drop out of the record's statistics."""
+    spec = importlib.util.spec_from_file_location("records_tool", REPO / "records" / "tool.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    folders = [folder for folder in REPO.glob("records/track_*/*") if folder.is_dir()]
+    assert [str(folder.relative_to(REPO)) for folder in folders if not (folder / "README.md").is_file()] == []
+    broken = []
+    for path in (path for folder in folders for path in folder.rglob("*") if path.is_file()):
+        data = path.read_bytes()
+        if tool.SEPARATOR_RE.search(data) and tool.restored_log(data)[0] is None:
+            broken.append(str(path.relative_to(REPO)))
+    assert broken == []
