@@ -157,11 +157,19 @@ def test_a_log_saved_again_with_crlf_or_a_bom_gives_back_the_script_that_ran(tmp
 
 
 def test_a_script_with_its_own_bom_and_crlf_lines_is_extracted_as_it_ran(tmp_path):
-    """A script that starts with a BOM and has CRLF lines keeps them: a log is restored only where the separator's
-    byte count then holds."""
+    """A script's own BOM and CRLF lines are kept, from its log as written and from that log saved again with CRLF
+    line ends or a BOM: a form of the log is taken only where the separator's byte count holds."""
     source = b"\xef\xbb\xbfimport sys\r\nprint('hi')\r\n"
     log = make_log(tmp_path / "run.txt", source)
     assert tool("extract", log, "-o", tmp_path / "out.py").returncode == 0
+    assert (tmp_path / "out.py").read_bytes() == source
+    log.write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))  # and that log saved again with CRLF line ends
+    assert tool("extract", log, "-o", tmp_path / "out.py").returncode == 0
+    assert (tmp_path / "out.py").read_bytes() == source
+    source = source[3:]  # a script with CRLF lines whose log was saved again with a BOM
+    log = make_log(tmp_path / "run.txt", source)
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    assert tool("extract", log, "-o", tmp_path / "out.py", "--force").returncode == 0
     assert (tmp_path / "out.py").read_bytes() == source
 
 
