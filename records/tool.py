@@ -327,9 +327,27 @@ def print_dry_run(log, args):
     return 0
 
 
+def last_setting(args, name):
+    """The value of the last ``--name=value`` in ``args`` (a later one wins, as in the scripts), else None."""
+    values = [arg.partition("=")[2] for arg in args if arg.startswith(f"--{name}=")]
+    return values[-1] if values else None
+
+
+def check_rerun_keeps_the_log(log, command):
+    """A --run_id given after -- names the re-run's log, which the script writes over any file of that name: refuse
+    the one that would land on the log being re-run (its --logs_dir the last given, else the recorded one)."""
+    run_id = last_setting(command, "run_id")
+    if not run_id:
+        return
+    logs_dir = last_setting(command, "logs_dir") or log.hparams.get("logs_dir") or "logs"
+    path = Path(os.path.expanduser(logs_dir)) / f"{run_id}.txt"
+    if path.exists() and path.samefile(log.path):
+        raise ToolError(f"--run_id={run_id} would write the re-run's log over {log.path}: give another --run_id")
+
+
 def cmd_rerun(args):
     log = load_log(args.log)
-    reproduce_command(log, "SCRIPT")  # a bad header is reported before the warnings
+    check_rerun_keeps_the_log(log, reproduce_command(log, "SCRIPT") + args.extra)  # before the warnings
     for line in environment_warnings(log, current_environment()):
         print(line, file=sys.stderr)
     if args.dry_run:

@@ -295,6 +295,25 @@ def test_rerun_and_extract_drop_the_recorded_run_id(tmp_path):
     assert shlex.split(result.stdout)[2:] == ["--seed=0", "--run_id=again"]
 
 
+def test_rerun_refuses_a_run_id_that_would_write_over_the_log_it_reruns(tmp_path):
+    """The scripts open logs/<run_id>.txt afresh: '-- --run_id=seed0' from the folder the run started in wrote the
+    re-run's log over the record's. One line before anything runs, dry or not; the recorded --logs_dir counts unless
+    one is given after --, and another run id or folder launches."""
+    log = make_log(tmp_path / "runs" / "seed0.txt", env=this_environment(), overrides=("--run_id=seed0",),
+                   hparams={"logs_dir": "runs", "run_id": "seed0"})
+    before = log.read_bytes()
+    for args in (["rerun", log], ["rerun", "--dry-run", log]):
+        for extra in (["--run_id=seed0"], ["--run_id=x", "--logs_dir=elsewhere", "--run_id=seed0", "--logs_dir=runs"]):
+            result = tool(*args, "--", *extra, cwd=tmp_path)
+            assert result.returncode == 2 and result.stdout == ""
+            assert result.stderr == (f"error: --run_id=seed0 would write the re-run's log over {log}: give another "
+                                     "--run_id\n")
+    assert log.read_bytes() == before
+    for extra in (["--run_id=seed0b"], ["--run_id=seed0", "--logs_dir=again"]):
+        result = tool("rerun", log, "--", *extra, cwd=tmp_path)
+        assert result.returncode == 3 and f"ARGS {extra}" in result.stdout, result.stderr
+
+
 def test_rerun_launches_and_returns_exit_code(tmp_path):
     log = make_log(tmp_path / "run.txt", env=this_environment())
     result = tool("rerun", log, "--", "--extra=1")
