@@ -1,8 +1,12 @@
 """README.md: its relative links lead to files that exist, its records tables list every record folder, and every
-record folder holds a README and whole run logs."""
+record folder holds a README and whole run logs, whose line ends git leaves as written."""
 import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -42,3 +46,14 @@ def test_every_record_folder_has_a_readme_and_whole_run_logs():
         if tool.SEPARATOR_RE.search(data) and tool.restored_log(data)[0] is None:
             broken.append(str(path.relative_to(REPO)))
     assert broken == []
+
+
+def test_git_leaves_the_record_logs_line_ends_as_written():
+    """A checkout with core.autocrlf (git on Windows) rewrote each record log's line ends, and its source's byte count
+    no longer held: .gitattributes keeps git from touching them."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    log = next(path for path in sorted(REPO.glob("records/track_*/*/*.txt")) if b"end of source" in path.read_bytes())
+    answer = subprocess.run(["git", "check-attr", "text", "--", str(log.relative_to(REPO))], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout
+    assert answer.strip().endswith("text: unset"), answer
