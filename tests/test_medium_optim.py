@@ -268,6 +268,81 @@ def test_restoring_the_initial_muon_state_drops_the_low_bits():
     assert len(opt.state) == 0
 
 
+@pytest.mark.parametrize("count, world_size, rows", [(15, 1, 15), (15, 2, 16), (15, 4, 16), (3, 4, 4), (6, 8, 8),
+                                                    (16, 8, 16)])
+def test_padded_stack_pads_a_group_to_a_multiple_of_the_world_size_with_zeros(count, world_size, rows):
+    """Track 2's 15 attention matrices (block 7 has none) take one zero row over 2, 4 or 8 ranks; a 6-block model's 6
+    MLP matrices take two over 8. The 2-process run pads 15 and 16 matrices alike whatever the sign of the count: a
+    pad of len % world_size would give 4 ranks 18 rows, which no reduce-scatter splits."""
+    tensors = [torch.full((2, 3), i + 1.0) for i in range(count)]
+    stack = medium.padded_stack(tensors, world_size)
+    assert stack.shape == (rows, 2, 3)
+    assert torch.equal(stack[:count], torch.stack(tensors)) and not stack[count:].any()
+
+
+class OneRankOf(medium.Comm):
+    """Rank `rank` of world_size processes that all hold the same gradients: the reduce-scatter's average is this
+    rank's rows of them, and nothing is gathered (the other ranks' rows stay as they were)."""
+
+    def reduce_scatter_avg(self, full):
+        return self.own(full).clone(), None
+
+    def all_gather(self, full, shard):
+        return None
+
+
+@pytest.mark.parametrize("world_size, rank", [(2, 0), (2, 1), (4, 1), (4, 3)])
+def test_each_rank_updates_its_own_matrices_and_keeps_their_state_under_them(world_size, rank):
+    """3 matrices over 2 or 4 ranks (padded to 4 rows): rank r updates matrices r x per_rank onwards as one process
+    would, keeps each one's state under that matrix, and leaves the other ranks' rows alone; rank 3 of 4 owns only
+    the padding row and updates nothing (a 6-block model's MLP groups over 8 GPUs). The 2-process run cannot tell
+    which matrices a rank's state is filed under, nor reach a rank without a matrix."""
+    torch.manual_seed(7)
+    params = [torch.nn.Parameter(torch.randn(8, 16).bfloat16()) for _ in range(3)]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    before = [p.detach().clone() for p in params]
+    for p, twin in zip(params, twins):
+        p.grad = twin.grad = torch.randn(8, 16).bfloat16()
+    groups = [dict(params=params, weight_decay=0.1)], [dict(params=twins, weight_decay=0.1)]
+    sharded = medium.Muon(groups[0], 0.05, 0.9, OneRankOf(rank, world_size), medium.muon_update)
+    whole = medium.Muon(groups[1], 0.05, 0.9, medium.Comm(0, 1), medium.muon_update)
+    sharded.step()
+    whole.step()
+    per_rank = 4 // world_size
+    owned = [i for i in range(rank * per_rank, (rank + 1) * per_rank) if i < 3]
+    assert len(sharded.state) == len(owned)
+    for i, (p, twin) in enumerate(zip(params, twins)):
+        if i not in owned:
+            assert torch.equal(p.detach(), before[i]) and p not in sharded.state
+            continue
+        state, reference = sharded.state[p], whole.state[twin]
+        assert torch.equal(state["momentum_buffer"], reference["momentum_buffer"])
+        # fp16 products of 1 or 2 matrices and of 3 can round an ulp apart (see the one-call test above)
+        torch.testing.assert_close(medium.join_fp32(p.detach().view(torch.uint16), state["low_bits"]),
+                                   medium.join_fp32(twin.detach().view(torch.uint16), reference["low_bits"]),
+                                   rtol=0, atol=1e-3)
+        assert not torch.equal(p.detach(), before[i])
+
+
+def test_comm_averages_the_ranks_gradients_into_this_ranks_rows(monkeypatch):
+    """The reduce-scatter averages (the gradient of the global batch's mean loss, as one process's accumulation
+    gives); a sum would scale every gradient by the world size, which Adam's eps and Muon's norm floor then see
+    differently in a 2-process run and in 1 process."""
+    calls = []
+
+    def reduce_scatter(shard, full, op, async_op):
+        calls.append((tuple(shard.shape), op, async_op))
+        return "handle"
+
+    monkeypatch.setattr(medium, "REDUCE_SCATTER", reduce_scatter)
+    comm, full = medium.Comm(1, 4), torch.arange(16.0).view(8, 2)
+    shard, handle = comm.reduce_scatter_avg(full)
+    assert handle == "handle" and shard.shape == (2, 2)
+    assert calls == [((2, 2), medium.dist.ReduceOp.AVG, True)]
+    assert torch.equal(comm.own(full), full[2:4])
+    assert medium.Comm(0, 1).reduce_scatter_avg(full) == (full, None)  # one process: the full tensor is the shard
+
+
 def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
     torch.manual_seed(3)
     weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
@@ -283,6 +358,23 @@ def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
     assert opt.state[weight]["exp_avg"].dtype == torch.float32
     assert weight.dtype == torch.bfloat16
     torch.testing.assert_close(weight.detach().float(), reference.detach(), rtol=2**-7, atol=1e-6)
+
+
+def test_sharded_adam_adds_eps_to_the_root_of_the_second_moment_as_torch_adam_does():
+    """Gradients from 1e-9 to 1 a column (a rare token's embedding row gets tiny ones): eps = 1e-10 sits beside
+    sqrt(v), as in torch's Adam; inside the root it would be sqrt(1e-10) = 1e-5, and updates of gradients below that
+    would stall. The bf16 test above has gradients near 1, where either place gives the same steps."""
+    torch.manual_seed(5)
+    weight = torch.nn.Parameter(torch.randn(16, 8))
+    reference = torch.nn.Parameter(weight.detach().clone())
+    opt = medium.ShardedAdam([dict(params=[weight], lr=0.01)], (0.8, 0.95), 1e-10, medium.Comm(0, 1))
+    ref_opt = torch.optim.Adam([reference], lr=0.01, betas=(0.8, 0.95), eps=1e-10)
+    for _ in range(3):
+        weight.grad = torch.randn(16, 8) * torch.logspace(-9, 0, 8)
+        reference.grad = weight.grad.clone()
+        opt.step()
+        ref_opt.step()
+    torch.testing.assert_close(weight.detach(), reference.detach())
 
 
 def test_lr_multiplier_past_the_schedule_holds_the_final_frac():
@@ -335,9 +427,11 @@ def test_train_step_applies_the_schedules_of_its_own_step():
 def test_build_optimizers_groups_learning_rates_and_weight_decay():
     """As track 1's, with track 2's groups: Muon holds the 15 QKVO stacks (block 7 has no attention) at
     muon_weight_decay 0.01, and the 16 fc and the 16 proj matrices at 0.01 x mlp_weight_decay_mult 3 = 0.03; Adam the
-    token and value embeddings at embed_lr, the scalars at scalar_lr and the head at head_lr."""
+    token and value embeddings at embed_lr, the scalars at scalar_lr and the head at head_lr, every group with the
+    settings' betas (in their order: swapped, both runs of the 2-process test take them alike) and eps."""
     args = medium.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128,
-                                  compile=False, muon_weight_decay=0.01, mlp_weight_decay_mult=3.0)
+                                  compile=False, muon_weight_decay=0.01, mlp_weight_decay_mult=3.0, adam_beta1=0.7,
+                                  adam_beta2=0.9, adam_eps=1e-8)
     with torch.device("meta"):
         gpt = medium.GPT(args)
     adam, muon = medium.build_optimizers(gpt, args, medium.Comm(0, 1))
@@ -356,6 +450,7 @@ def test_build_optimizers_groups_learning_rates_and_weight_decay():
     assert ids(adam.param_groups) == ids([dict(params=embeddings), dict(params=[gpt.scalars]),
                                           dict(params=[gpt.lm_head_w])])
     assert [g["lr"] for g in adam.param_groups] == [0.3, 0.015, 1 / 320]
+    assert [(g["betas"], g["eps"]) for g in adam.param_groups] == [((0.7, 0.9), 1e-8)] * 3  # beta1 first, as passed
     every = [p for opt in (adam, muon) for group in ids(opt.param_groups) for p in group]
     assert sorted(every) == sorted(id(p) for p in gpt.parameters())  # each parameter in exactly one group
     assert all(g["initial_lr"] == g["lr"] for opt in (adam, muon) for g in opt.param_groups)
