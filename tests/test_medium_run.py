@@ -56,6 +56,10 @@ def val_losses(log: bytes) -> dict:
     return {int(step): float(loss) for step, loss in VAL_LINE.findall(log.decode())}
 
 
+def train_losses(log: bytes) -> dict:
+    return {int(step): float(loss) for step, loss in TRAIN_LINE.findall(log.decode())}
+
+
 def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
     two, one = val_losses(runs["two_ranks"][1]), val_losses(runs["one_rank"][1])
     assert "FutureWarning" not in runs["two_ranks"][0].stderr  # torch 2.13's renamed collectives warned per process
@@ -63,6 +67,11 @@ def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
     note = "note: a global batch of 1 process(es) x 2 micro-step(s), not the 8-GPU record's 8"
     assert note in runs["one_rank"][1].decode()
     assert abs(two[4] - one[4]) / one[4] < 1e-4
+    # the logged train loss is the global batch's: both ranks' sequences (rank 0's alone would pass step 1, where
+    # every loss is uniform, and be ~1e-2 off after)
+    two, one = train_losses(runs["two_ranks"][1]), train_losses(runs["one_rank"][1])
+    assert sorted(two) == sorted(one) == [1, 2, 3, 4]
+    assert all(abs(two[step] - one[step]) / one[step] < 1e-4 for step in one), (two, one)
 
 
 def test_validation_loss_falls(runs):
@@ -89,6 +98,9 @@ def test_log_starts_with_the_exact_source_then_the_header(runs):
         header = rest.decode().splitlines()[1:]
         launcher = "torchrun --standalone --nproc_per_node=2" if name == "two_ranks" else "python"
         assert header[2].startswith(f"command: {launcher} ")
+        argv = json.loads(header[3].removeprefix("argv: "))  # the arguments as the process got them, quoted as JSON
+        assert header[3].startswith("argv: [") and argv[0] == str(SCRIPT) and argv[-1] == f"--run_id={name}"
+        assert "--model_dim=64" in argv
         assert f"world_size: {2 if name == 'two_ranks' else 1}" in header
         assert "  num_layers: 16" in header and "  compile: false" in header
 
@@ -118,21 +130,28 @@ def test_console_and_log_explain_the_time(runs):
     assert "step:4/4 val_loss" in result.stdout
 
 
-def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path):
+@pytest.mark.parametrize("val_loss_every", [0, 2])
+def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path, val_loss_every):
     """train() returns at the non-finite step with the clock running; the time line used to leave those steps out
-    (training 0.0s after 3 s of steps). The stop's line also goes to the error file torchrun reads for its summary."""
+    (training 0.0s after 3 s of steps). The stop's line also goes to the error file torchrun reads for its summary.
+    Step 1's update blows the head up, so step 2's train loss is NaN: read in the loop once step 3 is queued (no validation),
+    or at step 2's validation, which it stops before (read there and not acted on, the run validated the NaN model
+    and stopped on its validation loss instead)."""
     rng = np.random.default_rng(1)
     shards.write_shard(tmp_path / "nan_train_000001.bin", documents(rng, 1 << 15))
     shards.write_shard(tmp_path / "nan_val_000000.bin", documents(rng, 4096))
     result = subprocess.run([sys.executable, str(SCRIPT), *TINY, f"--train_files={tmp_path}/nan_train_*.bin",
                              f"--val_files={tmp_path}/nan_val_*.bin", f"--logs_dir={tmp_path}", "--run_id=nan",
-                             "--grad_accum_steps=1", "--warmup_steps=0", "--val_loss_every=0", "--head_lr=1e38"],
+                             "--grad_accum_steps=1", "--warmup_steps=0", f"--val_loss_every={val_loss_every}",
+                             "--head_lr=1e38"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "OMP_NUM_THREADS": "1",
                                  "TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")})
     text = (tmp_path / "nan.txt").read_text()
     assert result.returncode == 1 and "stopped: non-finite train loss at step" in text, text[-2000:]
     stopped = re.search(r"^stopped: .*$", text, re.MULTILINE).group(0)
+    assert stopped == "stopped: non-finite train loss at step 2; lower the learning rates or check the data"
+    assert "step:2/4 val_loss" not in text
     assert json.loads((tmp_path / "error.json").read_text()) == {"message": stopped, "timestamp": ANY, "shown": True}
     last_step_ms = int(re.findall(r"^step:\d+/4 train_loss:\S+ train_time:(\d+)ms", text, re.MULTILINE)[-1])
     training_s = float(re.search(r"^time: startup [\d.]+s, training ([\d.]+)s", text, re.MULTILINE).group(1))
