@@ -28,7 +28,7 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
               "malformed", "not a number", "magic shard", "version shard", "truncated shard", "corrupt shard",
               "short shard", "no cuda", "nan lr", "beta at 1", "no peak", "small vocabulary", "window backwards",
               "world size 0", "folder as shards", "custom pattern", "log exists", "no-attention block",
-              "weight decay past zero"]
+              "weight decay past zero", "dashes", "val split over 4 ranks"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
@@ -98,6 +98,12 @@ def cases(folder: Path) -> dict:
         "no-attention block": (TINY + good + ["--no_attention_layer=16"], {},
                                "--no_attention_layer=16: use -1 (none) or a block index from 0 to 15"),
         "weight decay past zero": (TINY + good + ["--muon_weight_decay=30"], {}, "~lower --muon_weight_decay"),
+        "dashes": (TINY + good + ["--num-iterations=5"], {},
+                   "--num-iterations: setting names are written with underscores, --num_iterations"),
+        # 2 validation sequences of 512 for 4 ranks: 1024 // 2048 = 0 steps each, a 0/0 loss would stop the run
+        "val split over 4 ranks": (TINY + good, {"WORLD_SIZE": "4"},
+                                   "--val_tokens=1024 is not a multiple of world_size x val_seq_len = 2048; change "
+                                   "--val_tokens or --val_seq_len"),
         "log exists": (TINY + good + [f"--logs_dir={folder}", "--run_id=earlier"], {},
                        f"{folder}/earlier.txt exists (an earlier run's log); pass another --run_id, or move that file"),
     }
@@ -297,6 +303,17 @@ def test_settings_at_the_edges_of_their_ranges_pass(overrides):
     (dict(skip_connections="5>5"),
      "--skip_connections=5>5: write pairs a>b with a < b, comma-separated, e.g. 6>9,4>10"),
     (dict(device="tpu"), "--device=tpu: use cuda or cpu"),
+    # each passed a mutation of its check before (the first three are track 1's cases, missing here)
+    (dict(train_seq_len=2**31), f"--train_seq_len={2**31} must be below 2^31"),
+    (dict(muon_lr=-0.01), "--muon_lr=-0.01 must be a finite number >= 0"),
+    (dict(muon_momentum_start=1.5), "--muon_momentum_start=1.5 must be in [0, 1)"),
+    (dict(window_pattern="LSSSLSSSSSSLSSSLL"),  # one letter more than blocks, not only fewer
+     "--window_pattern=LSSSLSSSSSSLSSSLL needs one L or S per block (16 letters)"),
+    (dict(muon_lr=1.0, muon_weight_decay=1.5, mlp_weight_decay_mult=1.0),  # no larger MLP decay: only the setting's
+     "Muon's weight decay takes a matrix's weights to zero or past it each step (lr x weight decay = 1.5 >= 1); "
+     "lower --muon_weight_decay"),
+    (dict(compile_cache="."), "--compile_cache=. is not a readable file; give a file path (written after the warmup "
+                              "when missing)"),
 ])
 def test_values_one_step_past_each_limit_are_errors(overrides, message):
     with pytest.raises(medium.SetupError) as error:

@@ -294,6 +294,23 @@ def test_each_count_that_must_be_positive_is_one_error_line_at_zero(script, name
     assert str(error.value) == f"--{name}=0 must be positive"
 
 
+NON_NEGATIVE = ["val_loss_every", "warmup_steps", "profile_steps", "grad_accum_steps", "muon_momentum_warmup_steps",
+                "window_start"]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("name", NON_NEGATIVE)
+def test_each_count_that_may_be_zero_is_one_error_line_below_it(script, name):
+    """Each of check_numbers' counts whose 0 means none or the default, by name: a name left out of that set let -1
+    through (--grad_accum_steps=-1 ran no micro-step, then crashed in the optimizer; --val_loss_every=-1 validated
+    every step; a negative momentum warmup took the momentum past 1); track 2 had a case for --window_start alone,
+    track 1 for --profile_steps."""
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", **{name: -1}), 1)
+    assert str(error.value) == f"--{name}=-1 must be >= 0"
+    script.check_settings(script.Hyperparameters(device="cpu", **{name: 0}), 1)
+
+
 @pytest.mark.parametrize("overrides", [
     dict(cooldown_frac=1.0, final_lr_frac=1.0),  # a cooldown over the whole run; an lr that never decays
     dict(window_start=1024, window_end=1024),  # a fixed window
