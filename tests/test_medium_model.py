@@ -218,9 +218,10 @@ def test_flex_attention_with_block_mask_equals_dense_path(window):
 
 
 def test_each_layer_gets_its_long_or_short_window(model, monkeypatch):
+    """And the record's logit scale, 0.12 (no test pinned it)."""
     tokens = packed_tokens(3, documents=2)  # long documents, so that the window matters
-    masks = []
-    monkeypatch.setattr(medium, "attend", lambda q, k, v, mask, scale: (masks.append(mask), q)[1])
+    masks, scales = [], []
+    monkeypatch.setattr(medium, "attend", lambda q, k, v, mask, scale: (masks.append(mask), scales.append(scale), q)[2])
     with torch.no_grad():
         model(tokens[:-1], tokens[1:], torch.tensor(4))
     docs = (tokens[:-1] == medium.EOT_TOKEN).cumsum(0)
@@ -229,6 +230,42 @@ def test_each_layer_gets_its_long_or_short_window(model, monkeypatch):
     assert len(masks) == 15
     assert [("L" if torch.equal(m, long) else "S" if torch.equal(m, short) else "?") for m in masks] == pattern
     assert not torch.equal(long, short)
+    assert scales == [0.12] * 15
+
+
+@pytest.mark.parametrize("window, short", [(1, 1), (3, 1), (4, 2)])
+def test_the_short_window_is_half_the_long_one_and_at_least_one_block(window, short):
+    """At step 0 the window is one block: half of it, rounded down, would be none, and every query of an S layer
+    would attend to nothing (NaN on the CPU's path) for the first steps. The tests above ran windows of 2 blocks or
+    more."""
+    tokens = packed_tokens(7, documents=2)[:SEQ]
+    docs = (tokens == medium.EOT_TOKEN).cumsum(0)
+    masks = medium.attention_masks(tokens, torch.tensor(window))
+    assert torch.equal(masks["L"], brute_force_mask(docs, window))
+    assert torch.equal(masks["S"], brute_force_mask(docs, short))
+    assert masks["S"].any(-1).all()  # every query sees at least itself
+
+
+def test_a_block_mixes_its_input_with_the_embedding_stream_by_its_two_lambdas():
+    """lambdas[0] x + lambdas[1] x0 before attention and the MLP (here none, and an MLP whose zero proj_w adds
+    nothing). The model's lambdas start at (1, 0), so its tests could not tell x0 from x in the second term."""
+    block = medium.Block(tiny_args(), has_attention=False, rotary=None)
+    generator = torch.Generator().manual_seed(8)
+    x, x0 = (torch.randn(1, 16, 64, generator=generator).bfloat16() for _ in range(2))
+    out = block(x, x0, None, torch.tensor([0.5, 2.0]), None, None)
+    assert torch.equal(out, 0.5 * x + 2.0 * x0)
+
+
+def test_rotary_turns_the_first_half_of_the_pairs_at_the_records_frequencies_and_leaves_the_rest():
+    """head_dim 32: 8 frequencies from 1 down to 1/1024 (geometric) on the first 8 of 16 pairs, the other 8 pairs
+    position-free (cos 1, sin 0). The kernels' tests share these tables with their torch reference, so they did not
+    pin them."""
+    cos, sin = medium.Rotary(32, 64).tables(40)
+    assert cos.shape == sin.shape == (40, 16)
+    angles = torch.arange(40.0)[:, None] * (1 / 1024) ** (torch.arange(8.0) / 7)
+    torch.testing.assert_close(cos[:, :8], angles.cos())
+    torch.testing.assert_close(sin[:, :8], angles.sin())
+    assert torch.equal(cos[:, 8:], torch.ones(40, 8)) and torch.equal(sin[:, 8:], torch.zeros(40, 8))
 
 
 # Loss
