@@ -304,3 +304,5 @@ def test_validation_gives_each_rank_its_own_sequences_and_together_every_token(s
         assert model.read == [8 * rank, 8 * (rank + 2)] and loss == sum(model.read) / 2 and model.training
         seen += model.read
     assert sorted(seen) == [0, 8, 16, 24] and reduced == [script.dist.ReduceOp.AVG] * 2
+    model = FirstToken()  # the warmup's validation: one sequence a rank, to compile the path before the clock starts
+    assert script.evaluate(model, val_tokens, args, 1, 2, torch.tensor(1), max_steps=1) == 8 and model.read == [8]

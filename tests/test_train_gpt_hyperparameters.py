@@ -501,6 +501,22 @@ def test_master_port_is_checked_at_both_ends_of_the_port_range(monkeypatch, scri
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("missing", ["RANK", "MASTER_ADDR", "MASTER_PORT"])
+def test_several_processes_without_each_of_torchruns_meeting_variables_is_one_launch_error(monkeypatch, script,
+                                                                                           missing):
+    """Each of the three, by name: the end-to-end test leaves out MASTER_PORT only, so a check without RANK (which
+    launch_ranks reads as 0) passed it, and the group's start would raise torch's ValueError, a traceback."""
+    launch = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(missing)
+    with pytest.raises(script.LaunchError) as error:
+        script.join_processes(torch.device("cpu"), int(os.environ.get("RANK", "0")), 2)
+    assert str(error.value) == (f"WORLD_SIZE=2 without {missing}, which torchrun sets for the processes to meet; "
+                                "launch with ./run.sh or torchrun, or unset WORLD_SIZE for one process")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_ranks_that_fit_together_are_read_as_torchrun_sets_them(monkeypatch, script):
     launch = {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1", "MASTER_PORT": "29500"}  # the second of 4 nodes
     for name, value in launch.items():

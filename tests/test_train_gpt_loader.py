@@ -410,6 +410,12 @@ def test_too_little_train_data_names_the_fix_that_would_work(shards, tmp_path, s
         script.check_data(data_args(shards, script, train_seq_len=longest // 128 * 128 + 128), 1, 1)
     assert str(error.value).endswith("(10 steps x 1 process(es) x 1 micro-step(s)); no shard is that long (a sequence "
                                      "stays in its shard); lower --train_seq_len")
+    exact = tmp_path / "exact"  # a shard of exactly seq_len tokens: one short of a sequence's inputs and last target
+    exact.mkdir()
+    write_shard(exact / "train_000001.bin", documents(np.random.default_rng(2), SEQ_LEN))
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, train_files=str(exact / "train_*.bin")), 1, 1)
+    assert str(error.value).endswith("no shard is that long (a sequence stays in its shard); lower --train_seq_len")
     write_shard(tmp_path / "train_000001.bin", np.arange(5_000) % 1000)  # no end-of-text token
     with pytest.raises(script.DataError) as error:
         script.check_data(data_args(shards, script, train_files=str(tmp_path / "train_*.bin")), 1, 1)
