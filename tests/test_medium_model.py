@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -94,6 +95,7 @@ def test_skip_pairs_parse_and_drop_blocks_the_model_lacks():
     assert medium.skip_pairs(tiny_args(num_layers=6)) == []
     assert medium.skip_pairs(tiny_args(skip_connections="")) == []
     assert medium.skip_pairs(tiny_args(skip_connections="6>9,")) == [(6, 9)]
+    assert medium.skip_pairs(tiny_args(skip_connections="6>9, 4>10")) == [(6, 9), (4, 10)]  # a space after a comma
     for bad in ["9>6", "6-9", "6>9;4>10", "a>b", "3>3"]:
         with pytest.raises(medium.SetupError, match="skip_connections"):
             medium.skip_pairs(tiny_args(skip_connections=bad))
@@ -155,6 +157,42 @@ def test_skip_weights_join_block_outputs_to_their_target_inputs(model, monkeypat
         assert torch.equal(inputs[target], outputs[target - 1] + weight * outputs[source])
     for plain in [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15]:
         assert torch.equal(inputs[plain], outputs[plain - 1])
+
+
+def test_the_blocks_get_the_normed_embedding_and_the_head_the_normed_last_stream(model, monkeypatch):
+    """x0 (and block 0's x) is rms_norm(embed(tokens)), the head's input rms_norm of the last block's output: rows of
+    RMS 1. The embedding's N(0, 1) rows have an RMS near 1 already, and the other tests compare the model with itself,
+    so either norm could go unseen."""
+    tokens = packed_tokens(9)
+    streams, heads = [], []
+    block_forward, head_loss = medium.Block.forward, medium.GPT.head_loss
+    monkeypatch.setattr(medium.Block, "forward", lambda self, x, x0, *rest: streams.append((x, x0)) or
+                        block_forward(self, x, x0, *rest))
+    monkeypatch.setattr(medium.GPT, "head_loss", lambda self, x, targets: heads.append(x) or
+                        head_loss(self, x, targets))
+    with torch.no_grad():
+        model(tokens[:-1], tokens[1:], torch.tensor(2))
+    assert len(streams) == 16 and len(heads) == 1 and all(x0 is streams[0][1] for _, x0 in streams)
+    for normed in (streams[0][0], streams[0][1], heads[0]):
+        torch.testing.assert_close(normed.float().square().mean(-1), torch.ones(normed.shape[:-1]), rtol=0, atol=2e-2)
+    raw = model.embed(tokens[:-1]).float().square().mean(-1)
+    assert (raw - 1).abs().max() > 0.1  # what the norm takes away
+
+
+@pytest.mark.parametrize("epilogue", [False, True], ids=["torch", "epilogue"])
+def test_both_mlp_paths_norm_their_input(epilogue):
+    """The MLP of rms_norm(x): a power of two times x gives the same output (to bf16's rounding), on the plain path
+    as on the epilogue's. A residual stream near RMS 1, as in the model tests, hid a plain path without the norm."""
+    torch.manual_seed(0)
+    mlp = medium.MLP(64, 256, epilogue)
+    with torch.no_grad():
+        mlp.proj_w.normal_(0, 0.02)
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(10)).bfloat16()
+    with torch.no_grad():
+        y, scaled = mlp(x), mlp(32 * x)
+    plain = F.linear(F.relu(F.linear(F.rms_norm(x.float(), (64,)), mlp.fc_w.float())).square(), mlp.proj_w.float())
+    for out in (y, scaled):
+        torch.testing.assert_close(out.float(), plain, rtol=2e-2, atol=2e-2 * plain.abs().max().item())
 
 
 def test_value_embedding_layout_and_attention_free_block():
