@@ -28,7 +28,7 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
               "malformed", "not a number", "magic shard", "version shard", "truncated shard", "corrupt shard",
               "short shard", "no cuda", "nan lr", "beta at 1", "no peak", "small vocabulary", "window backwards",
               "world size 0", "folder as shards", "custom pattern", "log exists", "no-attention block",
-              "weight decay past zero", "dashes", "val split over 4 ranks"]
+              "weight decay past zero", "dashes", "val split over 4 ranks", "fineweb pattern typo"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
@@ -51,6 +51,8 @@ def folder(tmp_path_factory) -> Path:
     write_raw(root / "corrupt.bin", [shards.MAGIC, 1, 10], 24)
     (root / "short.bin").write_bytes(bytes(100))
     (root / "earlier.txt").write_text("an earlier run's log\n")
+    (root / "downloaded").mkdir()
+    (root / "downloaded" / "fineweb_val_000000.bin").write_bytes(b"")  # FineWeb is here: a pattern's typo is the fault
     return root
 
 
@@ -95,6 +97,9 @@ def cases(folder: Path) -> dict:
                              f"e.g. '{folder}/*_train_*.bin'"),
         "custom pattern": (TINY + [f"--train_files={folder}/mine_*.bin", good[1]], {},
                            "~check the pattern (a glob of shard files"),
+        "fineweb pattern typo": (TINY + [f"--train_files={folder}/downloaded/fineweb_trian_*.bin", good[1]], {},
+                                 f"--train_files={folder}/downloaded/fineweb_trian_*.bin matches no files; check the "
+                                 "pattern (a glob of shard files, e.g. 'data/<name>/<name>_train_*.bin')"),
         "no-attention block": (TINY + good + ["--no_attention_layer=16"], {},
                                "--no_attention_layer=16: use -1 (none) or a block index from 0 to 15"),
         "weight decay past zero": (TINY + good + ["--muon_weight_decay=30"], {}, "~lower --muon_weight_decay"),

@@ -53,6 +53,14 @@ def test_backward_kernel_writes_the_gradient_at_h_from_a(interpreted, launch):
     torch.testing.assert_close(grad_h, 2 * F.relu(h) * (grad_y @ proj_w) * r[:, None], rtol=1e-5, atol=1e-5)
 
 
+def test_reciprocal_rms_is_the_scale_of_f_rms_norm_eps_included():
+    """The epilogue path's row scale against the plain path's F.rms_norm, on bf16 rows from 1e-5 to 1e3 in RMS: the
+    smallest ones are mostly eps (float32's), where another eps would scale them differently on the two paths."""
+    x = (torch.randn(9, 64, generator=torch.Generator().manual_seed(4)) * torch.logspace(-5, 3, 9)[:, None]).bfloat16()
+    torch.testing.assert_close(medium.reciprocal_rms(x)[:, None] * x.float(), F.rms_norm(x, (64,)).float(),
+                               rtol=2 ** -7, atol=0)
+
+
 def test_sqrt_of_bf16_a_is_relu_h_to_half_a_bf16_rounding():
     """The backward's relu(h) = sqrt(a), a = relu(h)^2 rounded to bf16 (unit roundoff 2^-8): relative error at most
     2^-9, where relu(h) rounded to bf16 itself is off by up to 2^-8."""

@@ -421,10 +421,12 @@ def test_a_logs_dir_that_cannot_be_written_is_one_error_before_the_run(script_na
     """Below a file, the start-up check names it; what it cannot foresee fails in open_log as one error too, not as
     a traceback from the log's first write."""
     script = __import__(script_name)
-    with pytest.raises(script.SetupError) as error:
-        script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 1)
-    assert str(error.value) == (f"--logs_dir={a_file / 'logs'} cannot be written ({a_file} is a file); give a "
-                                "writable folder")
+    for mode in (0o644, 0o755):  # an executable file passes os.access(W_OK | X_OK) as a folder would
+        a_file.chmod(mode)
+        with pytest.raises(script.SetupError) as error:
+            script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 1)
+        assert str(error.value) == (f"--logs_dir={a_file / 'logs'} cannot be written ({a_file} is a file); give a "
+                                    "writable folder")
     with pytest.raises(script.SetupError) as error:
         script.open_log(script.Hyperparameters(device="cpu", logs_dir=str(a_file / "logs")), 0, 1)
     assert str(error.value).startswith(f"cannot write the log in --logs_dir={a_file / 'logs'} (")
