@@ -339,10 +339,11 @@ def test_an_existing_log_a_logs_dir_that_is_a_file_and_an_unreadable_cache_are_e
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-@pytest.mark.parametrize("run_id", ["exp/1", "/tmp/abs", "..", ".", "x" * 252])
+@pytest.mark.parametrize("run_id", ["exp/1", "/tmp/abs", "..", ".", "x" * 252, "\u00e9" * 126])
 def test_a_run_id_that_is_not_a_file_name_is_one_error_before_the_run(tmp_path, script, run_id):
     """A '/' in it used to pass the check, then fail as 'cannot write the log in --logs_dir' (or write the log outside
-    --logs_dir, for an absolute or ../ path); a name too long for the file system failed the same way."""
+    --logs_dir, for an absolute or ../ path); a name too long for the file system failed the same way. The limit is
+    in bytes: 126 e-acutes are 126 characters but 252 bytes in UTF-8."""
     with pytest.raises(script.SetupError) as error:
         script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(tmp_path), run_id=run_id), 1)
     assert str(error.value) == (f"--run_id={run_id} is not a file name (no '/', at most 251 bytes); the log is "

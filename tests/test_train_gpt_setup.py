@@ -1091,6 +1091,26 @@ def test_a_stopping_signal_gets_through_except_exception_and_every_later_one_sto
                                           "True True"]
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_stopping_signal_ignored_at_start_stays_ignored(script):
+    """nohup starts a run with SIGHUP ignored, a shell's background job with SIGINT: the run keeps them so (as Python
+    keeps an ignored SIGINT), and stops on the others; the run's end leaves them ignored."""
+    import signal
+
+    saved = {signum: signal.getsignal(signum) for signum in script.SIGNALS_THAT_STOP}
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        handlers = script.stop_on_signals()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert callable(signal.getsignal(signal.SIGTERM))  # the handler that raises Stopped
+        script.restore_signals(handlers)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 # run_through_harness's harness: the process group's rendezvous times out after 2 s
 RUN_WITH_SHORT_MEETING = """
 import datetime, runpy, sys
