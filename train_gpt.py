@@ -2424,6 +2424,9 @@ def why_unwritable(folder: str) -> str | None:
 def check_files(args: Hyperparameters):
     """The log folder can be written (or made), the log is new (a run never writes over an earlier run's log), and
     the compile cache is a readable file in a folder the warmup's end can write it to."""
+    if not args.logs_dir:  # as a path, "" is the working folder
+        raise SetupError("--logs_dir is empty (an unset shell variable?); give the folder of the run logs, e.g. "
+                         "--logs_dir=logs")
     if (reason := why_unwritable(args.logs_dir)) is not None:
         raise SetupError(f"--logs_dir={args.logs_dir} cannot be written ({reason}); give a writable folder")
     if args.run_id and (os.path.basename(args.run_id) != args.run_id or args.run_id in (".", "..")

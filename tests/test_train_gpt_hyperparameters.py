@@ -352,6 +352,17 @@ def test_a_run_id_that_is_not_a_file_name_is_one_error_before_the_run(tmp_path, 
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_an_empty_logs_dir_is_one_error_before_the_run(script, monkeypatch, tmp_path):
+    """--logs_dir= (an unset shell variable: --logs_dir=$LOGS) read as the working folder, and the log landed there;
+    the data tools refuse an empty path the same way."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.parse_args(["--device=cpu", "--logs_dir= "]), 1)
+    assert str(error.value) == ("--logs_dir is empty (an unset shell variable?); give the folder of the run logs, "
+                                "e.g. --logs_dir=logs")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_logs_dir_below_a_folder_without_search_access_is_one_error(script, tmp_path, monkeypatch):
     """A path below a folder that cannot be searched (mode 000) cannot even be looked up: Path.exists raised
     PermissionError, a traceback. Root ignores the bits, so the lookups' and the folder's answers are faked."""
