@@ -335,14 +335,17 @@ def last_setting(args, name):
 
 def check_rerun_keeps_the_log(log, command):
     """A --run_id given after -- names the re-run's log, which the script writes over any file of that name: refuse
-    the one that would land on the log being re-run (its --logs_dir the last given, else the recorded one)."""
+    the one that would land on the log being re-run (its --logs_dir the last given, else the recorded one). A leading
+    ~ in it is the home folder to today's scripts, but a folder named ~ to the older ones that most record logs hold
+    (and that lack their own check for an existing log): either reading counts."""
     run_id = last_setting(command, "run_id")
     if not run_id:
         return
     logs_dir = last_setting(command, "logs_dir") or log.hparams.get("logs_dir") or "logs"
-    path = Path(os.path.expanduser(logs_dir)) / f"{run_id}.txt"
-    if path.exists() and path.samefile(log.path):
-        raise ToolError(f"--run_id={run_id} would write the re-run's log over {log.path}: give another --run_id")
+    for folder in (logs_dir, os.path.expanduser(logs_dir)):
+        path = Path(folder) / f"{run_id}.txt"
+        if path.exists() and path.samefile(log.path):
+            raise ToolError(f"--run_id={run_id} would write the re-run's log over {log.path}: give another --run_id")
 
 
 def cmd_rerun(args):

@@ -314,6 +314,23 @@ def test_rerun_refuses_a_run_id_that_would_write_over_the_log_it_reruns(tmp_path
         assert result.returncode == 3 and f"ARGS {extra}" in result.stdout, result.stderr
 
 
+def test_rerun_reads_a_tilde_in_logs_dir_both_ways(tmp_path, monkeypatch, capsys):
+    """Most record logs hold a script from before path settings read a leading ~ as the home folder: theirs wrote
+    --logs_dir=~/runs into a folder named ~ below the working one, and has no check of its own for an existing log.
+    Reading ~ as the home folder alone, rerun let '-- --run_id=seed0' write over that log; today's scripts' home
+    folder is refused too."""
+    tool_module = load_tool_module()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    for folder in (tmp_path / "~" / "runs", tmp_path / "home" / "runs"):
+        log = make_log(folder / "seed0.txt", overrides=("--logs_dir=~/runs", "--run_id=seed0"),
+                       hparams={"logs_dir": "~/runs", "run_id": "seed0"})
+        assert tool_module.main(["rerun", "--dry-run", str(log), "--", "--run_id=seed0"]) == 2
+        assert capsys.readouterr().err == (f"error: --run_id=seed0 would write the re-run's log over {log}: give "
+                                           "another --run_id\n")
+        log.unlink()
+
+
 def test_rerun_launches_and_returns_exit_code(tmp_path):
     log = make_log(tmp_path / "run.txt", env=this_environment())
     result = tool("rerun", log, "--", "--extra=1")
