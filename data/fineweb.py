@@ -356,8 +356,9 @@ def no_documents(args) -> str:
     """The line for an input without a document: a dataset split without rows, or .jsonl files of blank lines only
     (a .txt file is a document even when empty)."""
     if args.hf:
-        return (f"the input holds no documents: {args.hf} (config {args.hf_name}, split {args.hf_split}) streamed no "
-                f"rows; check --hf, --hf_name and --hf_split")
+        config = f"config {args.hf_name}, " if args.hf_name else ""  # none given: the dataset's default
+        return (f"the input holds no documents: {args.hf} ({config}split {args.hf_split}) streamed no rows; check "
+                f"--hf, --hf_name and --hf_split")
     return ('the input holds no documents: its .jsonl files hold blank lines only; give them one {"text": ...} a line '
             '(or pass .txt files, one document each)')
 

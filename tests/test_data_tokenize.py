@@ -528,12 +528,16 @@ def test_an_input_without_documents_is_an_error_and_writes_nothing(tmp_path, tok
     assert list(out_dir.iterdir()) == []
 
 
-def test_an_hf_split_without_rows_is_one_error_line_naming_the_split(tmp_path, tokenizer_env, monkeypatch, capsys):
+@pytest.mark.parametrize("config, named", [([], ""), (["--hf_name", "sample-10BT"], "config sample-10BT, ")],
+                         ids=["the dataset's default config", "a config"])
+def test_an_hf_split_without_rows_is_one_error_line_naming_the_split(tmp_path, tokenizer_env, monkeypatch, capsys,
+                                                                     config, named):
+    """Without --hf_name the line said 'config None', Python's word for the setting left out."""
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=lambda *args, **kwargs: iter([])))
-    assert fineweb.main(["--hf", "org/corpus", "--hf_split", "test", "--out", str(tmp_path / "out"),
+    assert fineweb.main(["--hf", "org/corpus", *config, "--hf_split", "test", "--out", str(tmp_path / "out"),
                          "--workers", "1"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: the input holds no documents: org/corpus (config None, split test) streamed no rows; check --hf, "
+        f"error: the input holds no documents: org/corpus ({named}split test) streamed no rows; check --hf, "
         "--hf_name and --hf_split")
     assert not (tmp_path / "out").exists()
 
