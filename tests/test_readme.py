@@ -1,5 +1,6 @@
 """README.md: its relative links lead to files that exist, its records tables list every record folder, and every
 record folder holds a README and whole run logs, whose line ends git leaves as written."""
+import functools
 import importlib.util
 import itertools
 import re
@@ -64,10 +65,17 @@ def test_every_record_folder_has_a_readme_and_whole_run_logs():
 
 def test_git_leaves_the_record_logs_line_ends_as_written():
     """A checkout with core.autocrlf (git on Windows) rewrote each record log's line ends, and its source's byte count
-    no longer held: .gitattributes keeps git from touching them."""
+    no longer held: .gitattributes keeps git from touching them, in every record folder of every track, and leaves
+    every file outside records/ as git would treat it without it (one log checked passed a pattern for track 1's
+    folders alone, and one for every .txt file, requirements.txt's too)."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
-    log = next(path for path in sorted(REPO.glob("records/track_*/*/*.txt")) if b"end of source" in path.read_bytes())
-    answer = subprocess.run(["git", "check-attr", "text", "--", str(log.relative_to(REPO))], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout
-    assert answer.strip().endswith("text: unset"), answer
+    git = functools.partial(subprocess.run, cwd=REPO, capture_output=True, text=True, check=True)
+    logs = [str(path.relative_to(REPO)) for path in sorted(REPO.glob("records/**/*.txt"))
+            if b"end of source" in path.read_bytes()]
+    others = [path for path in git(["git", "ls-files", "-z"]).stdout.split("\0") if path and
+              not path.startswith("records/")]
+    answer = git(["git", "check-attr", "-z", "--stdin", "text"], input="\0".join(logs + others)).stdout.split("\0")
+    text = dict(zip(answer[0::3], answer[2::3]))  # path, attribute, value
+    assert len(logs) > 1 and [log for log in logs if text[log] != "unset"] == []
+    assert "requirements.txt" in others and [path for path in others if text[path] != "unspecified"] == []
