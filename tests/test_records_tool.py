@@ -665,8 +665,9 @@ def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
 MEDIUM_SCRIPT = '"""NanoGPT speedrun, track 2: GPT-2 medium."""\n' + FAKE_SCRIPT
 
 
-@pytest.mark.parametrize("script, source", [("train_gpt_medium.py", FAKE_SCRIPT), ("my_variant.py", MEDIUM_SCRIPT)],
-                         ids=["by its name", "by its docstring"])
+@pytest.mark.parametrize("script, source", [("train_gpt_medium.py", FAKE_SCRIPT), ("my_variant.py", MEDIUM_SCRIPT),
+                                            ("my_variant.py", "\ufeff" + MEDIUM_SCRIPT)],  # an editor's BOM kept
+                         ids=["by its name", "by its docstring", "by its docstring after its own BOM"])
 def test_compare_tests_track_2_logs_against_track_2s_target(tmp_path, script, source):
     """Without --target, track 2's runs were tested against track 1's 3.28: runs ending at 2.95 (missing 2.92) got
     'p < 0.01' and reached the target at their last step. A variant keeps the track script's docstring."""
