@@ -134,9 +134,9 @@ def test_console_and_log_explain_the_time(runs):
 def test_a_non_finite_stop_counts_its_steps_in_the_time_line(tmp_path, val_loss_every):
     """train() returns at the non-finite step with the clock running; the time line used to leave those steps out
     (training 0.0s after 3 s of steps). The stop's line also goes to the error file torchrun reads for its summary.
-    Step 1's update blows the head up, so step 2's train loss is NaN: read in the loop once step 3 is queued (no validation),
-    or at step 2's validation, which it stops before (read there and not acted on, the run validated the NaN model
-    and stopped on its validation loss instead)."""
+    Step 1's update blows the head up, so step 2's train loss is NaN: read in the loop once step 3 is queued (no
+    validation), or at step 2's validation, which it stops before (read there and not acted on, the run validated the
+    NaN model and stopped on its validation loss instead)."""
     rng = np.random.default_rng(1)
     shards.write_shard(tmp_path / "nan_train_000001.bin", documents(rng, 1 << 15))
     shards.write_shard(tmp_path / "nan_val_000000.bin", documents(rng, 4096))
