@@ -23,7 +23,8 @@ then a header, the resolved hyperparameters and the step lines::
     peak memory allocated: 33512 MiB reserved: 34000 MiB   (CUDA runs only)
 
 Nothing here depends on which script wrote the log: the script's name comes from the
-separator line, its arguments from ``argv`` and the launcher from ``command``/``world_size``.
+separator line, its arguments from ``argv`` and the launcher from ``command``/``world_size``
+(compare's default target aside: the track's, from the script's docstring or name).
 
 Subcommands (``python records/tool.py <cmd> --help`` for details):
 
