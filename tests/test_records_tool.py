@@ -173,6 +173,16 @@ def test_a_script_with_its_own_bom_and_crlf_lines_is_extracted_as_it_ran(tmp_pat
     assert (tmp_path / "out.py").read_bytes() == source
 
 
+def test_the_log_as_written_comes_before_its_line_ends_undone(tmp_path):
+    """A script with one CRLF and no newline at its end: its log adds one, and with that CRLF undone the separator's
+    byte count holds as well (one byte fewer, then the added newline), so the form tried first decides which script
+    comes back. The log as it is must: tried after the others, LF lines came back, and a newline at the end."""
+    source = b"import sys\r\nprint('hi')"
+    log = make_log(tmp_path / "run.txt", source)
+    assert tool("extract", log, "-o", tmp_path / "out.py").returncode == 0
+    assert (tmp_path / "out.py").read_bytes() == source
+
+
 def test_extract_default_name_and_python_command(tmp_path):
     log = make_log(tmp_path / "logs" / "run.txt")
     result = tool("extract", log, cwd=tmp_path)
