@@ -16,9 +16,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C, and what kill, timeout
 class Stopped(BaseException):
     """A stop signal, raised in the main thread so that every cleanup (finally, except BaseException) runs."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, done: str | None = None):
         super().__init__(signum)
-        self.signum = signum
+        self.signum, self.done = signum, done  # done: what a held stop let finish, said in place of what is left
 
 
 _held_signals = None  # while stop_signals_held() runs: the stop signals that arrived, else None
@@ -32,18 +32,18 @@ def raise_stopped(signum, frame):
 
 
 @contextlib.contextmanager
-def stop_signals_held():
+def stop_signals_held(done: str):
     """A step that must not stop halfway (moving a set of shards in): a stop signal that arrives during it takes
-    effect once it is done. Python runs signal handlers in the main thread, so this holds whatever thread the
-    signal reached."""
+    effect once it is done, and the stop's line says done (what the step finished). Python runs signal handlers in
+    the main thread, so this holds whatever thread the signal reached."""
     global _held_signals
     _held_signals = []
     try:
         yield
     finally:
         held, _held_signals = _held_signals, None
-        if held:
-            raise Stopped(held[0])
+    if held:  # the step finished (an error inside it goes on as that error: the stop's line would claim done)
+        raise Stopped(held[0], done)
 
 
 def counted(n: int, noun: str) -> str:
@@ -100,7 +100,7 @@ def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fi
         print(f"error: {e.filename or out_dir}: {e.strerror or e}; {fix}", file=sys.stderr)
         return 1
     except Stopped as e:
-        print(f"error: stopped by {signal.Signals(e.signum).name}; {after_stop}", file=sys.stderr)
+        print(f"error: stopped by {signal.Signals(e.signum).name}; {e.done or after_stop}", file=sys.stderr)
         return 128 + e.signum
     finally:
         for signum, handler in handlers.items():

@@ -259,7 +259,7 @@ def publish_shards(staged: list, out_dir: Path, name: str) -> list:
     """Replace out_dir's <name> shards with the staged ones, which are complete: a run that fails earlier leaves
     out_dir as it was, never a partial set that looks valid. Ctrl-C or SIGTERM midway take effect once all are in."""
     published = []
-    with stop_signals_held():
+    with stop_signals_held(f"the stop waited until every shard was in {display_dir(out_dir)}: the set is complete"):
         for path in existing_shards(out_dir, name):
             path.unlink()
         for path in staged:

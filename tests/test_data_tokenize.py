@@ -322,10 +322,33 @@ def test_a_stop_signal_while_the_shards_move_in_takes_effect_once_all_are_in(tmp
     monkeypatch.setattr(fineweb.os, "replace", replace)
     capsys.readouterr()
     assert fineweb.main([str(corpus), "--out", str(out_dir), *options]) == 128 + signum
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"error: stopped by {signal.Signals(signum).name}; shards are moved in only once all are complete (rerun to "
-        "start over)")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (  # not "rerun to start over": the set is whole
+        f"error: stopped by {signal.Signals(signum).name}; the stop waited until every shard was in "
+        f"{fineweb.display_dir(out_dir)}: the set is complete")
     assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == whole  # all in, no staging folder left
+
+
+def test_an_error_in_the_shard_move_after_a_held_stop_is_reported_as_that_error(tmp_path, tokenizer_env, monkeypatch,
+                                                                                capsys):
+    """A stop held during the move must not turn a failed move into 'the set is complete': the move's error is what
+    the user sees, with its exit code."""
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("One document of several tokens, long enough to fill a few shards of eight tokens each.")
+    out_dir, moved_in, real_replace = tmp_path / "out", [], os.replace
+
+    def replace(src, dst):
+        if Path(dst).parent == out_dir:
+            moved_in.append(Path(dst).name)
+            if len(moved_in) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            if len(moved_in) == 2:
+                raise OSError(28, "No space left on device", str(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(fineweb.os, "replace", replace)
+    assert fineweb.main([str(corpus), "--out", str(out_dir), "--shard_size", "8", "--workers", "1"]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "No space left on device" in line and "complete" not in line
 
 
 def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
