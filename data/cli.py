@@ -53,9 +53,9 @@ def counted(n: int, noun: str) -> str:
 
 def user_path(text: str) -> str:
     """A path argument with a leading ~ read as the home folder, as the tracks read their path settings: the shell
-    leaves it as typed in quotes (a glob, a path with spaces) and after an = (--dir=~/data). An empty one, most often
-    an unset shell variable, is a usage error: as a path it is the working directory."""
-    if not text:
+    leaves it as typed in quotes (a glob, a path with spaces) and after an = (--dir=~/data). An empty one (most often
+    an unset shell variable; as a path, the working directory) or spaces alone is a usage error."""
+    if not text.strip():  # spaces alone too: the tracks strip a setting's spaces, which leaves it empty
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?) names no file or folder; give one")
     return os.path.expanduser(text)
 

@@ -168,10 +168,12 @@ def test_a_leading_tilde_is_the_home_folder(good, monkeypatch, capsys):
         assert out[-1].endswith("; 0 problems")
 
 
-def test_an_empty_argument_is_a_usage_error(good, monkeypatch):
-    """An unset shell variable: as a path, "" was the working directory, and its shards were checked instead."""
+@pytest.mark.parametrize("argument", ["", "  "])
+def test_an_empty_argument_is_a_usage_error(good, monkeypatch, argument):
+    """An unset shell variable: as a path, "" was the working directory, and its shards were checked instead. Spaces
+    alone are empty too, as in the tracks' settings."""
     monkeypatch.chdir(good)
-    code, out, err = check("")
+    code, out, err = check(argument)
     assert (code, out) == (2, [])
     assert err[-1] == ("check_shards.py: error: argument PATH_OR_GLOB: an empty path (an unset shell variable?) names "
                        "no file or folder; give one")

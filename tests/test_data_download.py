@@ -469,12 +469,14 @@ def test_out_of_range_n_is_one_error_line(tmp_path, fake_download, capsys, n):
     assert fake_download == []
 
 
-def test_an_empty_dir_is_a_usage_error(tmp_path, fake_download, monkeypatch, capsys):
-    """An unset shell variable (--dir "$DATA"): as a path, "" is the working directory, which got every shard."""
+@pytest.mark.parametrize("folder", ["", " "])
+def test_an_empty_dir_is_a_usage_error(tmp_path, fake_download, monkeypatch, capsys, folder):
+    """An unset shell variable (--dir "$DATA"): as a path, "" is the working directory, which got every shard; a
+    space alone made a folder named ' ' there."""
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
     with pytest.raises(SystemExit) as exit_:
-        downloader.main(["1", "--dir", ""])
+        downloader.main(["1", "--dir", folder])
     assert exit_.value.code == 2 and fake_download == [] and list((tmp_path / "cwd").iterdir()) == []
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         ": error: argument --dir: an empty path (an unset shell variable?) names no file or folder; give one")
