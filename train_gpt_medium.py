@@ -1655,9 +1655,12 @@ def ptxas_in_use() -> str:
     ptxas-blackwell (or TRITON_PTXAS_BLACKWELL_PATH's)."""
     if not torch.cuda.is_available() or torch.version.hip:
         return "none (no NVIDIA GPU)"
-    from triton.backends.nvidia.compiler import get_ptxas
     major, minor = torch.cuda.get_device_capability()
-    tool = get_ptxas(10 * major + minor)
+    try:  # Triton's own function, not its API: the log's header line must not stop the run where it moved or failed
+        from triton.backends.nvidia.compiler import get_ptxas
+        tool = get_ptxas(10 * major + minor)
+    except Exception as error:
+        return f"unknown ({type(error).__name__}: {first_line(error)})"
     return f"{tool.path} (CUDA {tool.version})"
 
 

@@ -425,6 +425,22 @@ def test_without_an_nvidia_gpu_the_log_names_no_ptxas(script, gpu, triton_build_
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_ptxas_triton_cannot_name_leaves_the_header_line_unknown(script, gpu_of_capability, monkeypatch):
+    """get_ptxas is Triton's own function, not its API: where it fails (no ptxas found) or moves in a later Triton,
+    the log's header said nothing and the run died there with a traceback."""
+    import triton.backends.nvidia.compiler as compiler
+
+    def no_ptxas(arch):
+        raise RuntimeError("Cannot find ptxas\nsearched: a, b")
+
+    gpu_of_capability(9, 0)
+    monkeypatch.setattr(compiler, "get_ptxas", no_ptxas)
+    assert script.ptxas_in_use() == "unknown (RuntimeError: Cannot find ptxas)"
+    monkeypatch.delattr(compiler, "get_ptxas")
+    assert script.ptxas_in_use().startswith("unknown (ImportError: cannot import name 'get_ptxas' from ")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("user_setting, in_effect", [(None, "1"), ("0", "0"), ("1", "1")])
 def test_our_kernels_keep_fma_contraction_unless_the_user_says(script, triton_build_env_unset, monkeypatch, tmp_path,
                                                                user_setting, in_effect):
