@@ -299,29 +299,41 @@ def test_a_stop_signal_to_the_process_group_midway_ends_in_one_line_and_leaves_n
             os.killpg(run.pid, signal.SIGKILL)
 
 
+FEW_SHARDS = ["--shard_size", "8", "--workers", "1"]  # with few_shards_corpus: three shards or more
+
+
+def few_shards_corpus(tmp_path) -> Path:
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("One document of several tokens, long enough to fill a few shards of eight tokens each.")
+    return corpus
+
+
+def on_each_move_in(monkeypatch, out_dir: Path, act):
+    """fineweb's moves of finished shards into out_dir call act(n) before the n-th (1, 2, ...) takes place."""
+    moves, real_replace = [], os.replace
+
+    def replace(src, dst):
+        if Path(dst).parent == out_dir:
+            moves.append(dst)
+            act(len(moves))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(fineweb.os, "replace", replace)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_while_the_shards_move_in_takes_effect_once_all_are_in(tmp_path, tokenizer_env, monkeypatch,
                                                                               capsys, signum):
     """Ctrl-C, or a job scheduler's SIGTERM, between two of the moves into the output folder left the val shard
     alone there: a set that reads as good, short of its train shards."""
-    corpus = tmp_path / "doc.txt"
-    corpus.write_text("One document of several tokens, long enough to fill a few shards of eight tokens each.")
-    options = ["--shard_size", "8", "--workers", "1"]
-    assert fineweb.main([str(corpus), "--out", str(tmp_path / "whole"), *options]) == 0
+    corpus = few_shards_corpus(tmp_path)
+    assert fineweb.main([str(corpus), "--out", str(tmp_path / "whole"), *FEW_SHARDS]) == 0
     whole = {path.name: path.read_bytes() for path in shard_paths(tmp_path / "whole")}
     assert len(whole) >= 3
-    out_dir, moved_in, real_replace = tmp_path / "out", [], os.replace
-
-    def replace(src, dst):
-        if Path(dst).parent == out_dir:
-            moved_in.append(Path(dst).name)
-            if len(moved_in) == 2:
-                os.kill(os.getpid(), signum)
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(fineweb.os, "replace", replace)
+    out_dir = tmp_path / "out"
+    on_each_move_in(monkeypatch, out_dir, lambda n: n == 2 and os.kill(os.getpid(), signum))
     capsys.readouterr()
-    assert fineweb.main([str(corpus), "--out", str(out_dir), *options]) == 128 + signum
+    assert fineweb.main([str(corpus), "--out", str(out_dir), *FEW_SHARDS]) == 128 + signum
     assert capsys.readouterr().err.strip().splitlines()[-1] == (  # not "rerun to start over": the set is whole
         f"error: stopped by {signal.Signals(signum).name}; the stop waited until every shard was in "
         f"{fineweb.display_dir(out_dir)}: the set is complete")
@@ -332,21 +344,16 @@ def test_an_error_in_the_shard_move_after_a_held_stop_is_reported_as_that_error(
                                                                                 capsys):
     """A stop held during the move must not turn a failed move into 'the set is complete': the move's error is what
     the user sees, with its exit code."""
-    corpus = tmp_path / "doc.txt"
-    corpus.write_text("One document of several tokens, long enough to fill a few shards of eight tokens each.")
-    out_dir, moved_in, real_replace = tmp_path / "out", [], os.replace
+    out_dir = tmp_path / "out"
 
-    def replace(src, dst):
-        if Path(dst).parent == out_dir:
-            moved_in.append(Path(dst).name)
-            if len(moved_in) == 1:
-                os.kill(os.getpid(), signal.SIGTERM)
-            if len(moved_in) == 2:
-                raise OSError(28, "No space left on device", str(dst))
-        return real_replace(src, dst)
+    def stop_then_fail(n):
+        if n == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        if n == 2:
+            raise OSError(28, "No space left on device", str(out_dir))
 
-    monkeypatch.setattr(fineweb.os, "replace", replace)
-    assert fineweb.main([str(corpus), "--out", str(out_dir), "--shard_size", "8", "--workers", "1"]) == 1
+    on_each_move_in(monkeypatch, out_dir, stop_then_fail)
+    assert fineweb.main([str(few_shards_corpus(tmp_path)), "--out", str(out_dir), *FEW_SHARDS]) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: ") and "No space left on device" in line and "complete" not in line
 
