@@ -2475,6 +2475,10 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise LaunchError(f"LOCAL_WORLD_SIZE={local_processes} is not a process count from 1 to the world size, "
                           f"{world_size}; unset LOCAL_WORLD_SIZE (left in the environment?), or launch with ./run.sh "
                           "or torchrun")
+    if "LOCAL_WORLD_SIZE" in os.environ and local_gpu >= local_processes:  # unset: a hand launch named no count
+        raise LaunchError(f"LOCAL_RANK={local_gpu} is not below the processes per node, {local_processes} "
+                          "(LOCAL_WORLD_SIZE); unset LOCAL_RANK (left in the environment?), or launch with ./run.sh "
+                          "or torchrun")
     if args.device == "cuda" and torch.cuda.device_count() < local_processes:
         raise SetupError(f"{local_processes} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")

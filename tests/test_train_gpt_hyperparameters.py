@@ -611,6 +611,51 @@ def test_a_local_world_size_outside_one_to_the_world_size_is_one_error_line(monk
                                 "or torchrun")
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("local_rank", ["2", "5"])
+def test_a_local_rank_not_below_the_local_world_size_is_one_error_line_before_the_gpu_is_touched(monkeypatch, script,
+                                                                                                  local_rank):
+    """It used to pass on a node with GPUs to spare: LOCAL_RANK=5 of 2 processes per node read GPU 5's capability
+    and ran the FP8 probe there, and the run went on with the ranks' GPUs and data out of step."""
+    touched = []
+    fake_gpu(monkeypatch, None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: touched.append(device) or (9, 0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    for device in ("cuda", "cpu"):
+        with pytest.raises(script.LaunchError) as error:
+            script.check_settings(script.Hyperparameters(device=device), 4)
+        assert str(error.value) == (f"LOCAL_RANK={local_rank} is not below the processes per node, 2 "
+                                    "(LOCAL_WORLD_SIZE); unset LOCAL_RANK (left in the environment?), or launch with "
+                                    "./run.sh or torchrun")
+    assert touched == []
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    script.check_settings(script.Hyperparameters(), 4)
+    assert touched == [1]
+
+
+@pytest.mark.parametrize("script", ["train_gpt", "train_gpt_medium"])
+def test_a_local_rank_past_the_local_world_size_is_printed_by_its_own_process(monkeypatch, capsys, script):
+    """A launch error, so the process that has it prints it whatever its rank (rank 0's check may pass); a hand
+    launch that sets no LOCAL_WORLD_SIZE names no count to check against, and goes on as before."""
+    module = __import__(script)
+    monkeypatch.setattr(module, "check_data", lambda args, ws, accum: ([], []))
+    for name, value in [("WORLD_SIZE", "4"), ("RANK", "3"), ("LOCAL_RANK", "3"), ("LOCAL_WORLD_SIZE", "2")]:
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--device=cpu", "--check_only=true"])
+    with pytest.raises(module.LaunchError) as error:
+        module.main()
+    with pytest.raises(SystemExit):
+        module.exit_with_setup_error(error.value)
+    assert capsys.readouterr().err == ("error: LOCAL_RANK=3 is not below the processes per node, 2 (LOCAL_WORLD_SIZE); "
+                                       "unset LOCAL_RANK (left in the environment?), or launch with ./run.sh or "
+                                       "torchrun\n")
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    module.main()
+    assert capsys.readouterr() == ("", "")
+
+
 @pytest.mark.parametrize("script, message", [
     (train_gpt, "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
                 "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
