@@ -41,6 +41,7 @@ BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with it; it is not 
 BATCHES_PER_WORKER = 64  # documents handed to the workers at once = workers * chunksize * this
 MAX_SHARD_TOKENS = 2**31 - 1  # the header's token count is an int32
 TRACK_VAL_TOKENS = 10_485_760 + 1  # both tracks' default --val_tokens, and the target of the last input token
+CGROUP = Path("/sys/fs/cgroup")  # a container's CPU quota: cgroup v2's cpu.max, or v1's cpu/cpu.cfs_*_us
 
 _encoder = None  # the tiktoken GPT-2 encoding of this process, set by load_encoder
 
@@ -289,13 +290,36 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
     return n_documents, n_tokens
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (a job scheduler's share of the machine, or taskset's). os.cpu_count()
-    counts all of the machine's: a tokenizer process each, with its batch of documents, overran the share's cores
-    and memory."""
+def cpu_quota(cgroup: Path) -> int | None:
+    """The cores a container's CPU quota allows, rounded up, from the cgroup files under cgroup: v2's cpu.max
+    ("200000 100000", microseconds of CPU time per period; "max 100000" sets none), else v1's cpu/cpu.cfs_quota_us
+    (-1 sets none) over cpu/cpu.cfs_period_us. None where no quota is set, or the files are missing or not numbers."""
+    def fields(name: str) -> list:
+        try:
+            return (cgroup / name).read_text().split()
+        except (OSError, UnicodeDecodeError):
+            return []
+
+    quota_period = fields("cpu.max")
+    if len(quota_period) != 2:  # no cgroup v2 file (or an unreadable one): v1's pair
+        quota_period = fields("cpu/cpu.cfs_quota_us") + fields("cpu/cpu.cfs_period_us")
+    try:
+        quota, period = (int(field) for field in quota_period)
+    except ValueError:  # "max", garbage, or not two fields
+        return None
+    return (quota + period - 1) // period if quota >= 1 and period >= 1 else None
+
+
+def usable_cores(cgroup: Path) -> int:
+    """The cores this process may run on (a job scheduler's share of the machine, or taskset's), and no more than a
+    container's CPU quota allows. os.cpu_count() counts all of the machine's: a tokenizer process each, with its
+    batch of documents, overran the share's cores and memory; under a quota, the processes shared its cores' time."""
     if hasattr(os, "sched_getaffinity"):  # Linux
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1  # None where it cannot tell
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1  # None where it cannot tell
+    quota = cpu_quota(cgroup)
+    return cores if quota is None else min(cores, quota)
 
 
 def parse_args(argv):
@@ -316,8 +340,9 @@ def parse_args(argv):
                         help="output folder (default: data/<name>/ next to this script)")
     parser.add_argument("--shard_size", type=int, default=100_000_000,
                         help="tokens per shard (default: 100000000)")
-    parser.add_argument("--workers", type=int, default=usable_cores(),
-                        help="tokenizer processes (default: one per core this process may use)")
+    parser.add_argument("--workers", type=int, default=usable_cores(CGROUP),
+                        help="tokenizer processes (default: one per core this process may use, within a "
+                             "container's CPU quota)")
     parser.add_argument("--chunksize", type=int, default=16,
                         help="documents per task sent to a worker (default: 16)")
     parser.add_argument("--overwrite", action="store_true",

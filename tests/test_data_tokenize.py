@@ -597,9 +597,10 @@ def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     assert (args.inputs, args.out) == ([str(tmp_path / "my corpus")], str(tmp_path / "shards"))
 
 
-def test_the_default_workers_are_the_cores_this_process_may_use(monkeypatch):
+def test_the_default_workers_are_the_cores_this_process_may_use(monkeypatch, tmp_path):
     """A job scheduler's share of a 64-core machine (2 cores here): os.cpu_count() started 64 tokenizer processes.
     Where the system tells neither (os.cpu_count() is None), 1: None failed the option check with a traceback."""
+    monkeypatch.setattr(fineweb, "CGROUP", tmp_path)  # no CPU quota, whatever this machine's container sets
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert fineweb.parse_args(["doc.txt"]).workers == 2
@@ -607,6 +608,42 @@ def test_the_default_workers_are_the_cores_this_process_may_use(monkeypatch):
     assert fineweb.parse_args(["doc.txt"]).workers == 64
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert fineweb.parse_args(["doc.txt"]).workers == 1
+
+
+def cgroup_files(folder: Path, files: dict) -> Path:
+    """A fake cgroup folder: each name's text, or its bytes."""
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return folder
+
+
+@pytest.mark.parametrize("files, cores", [
+    ({"cpu.max": "200000 100000\n"}, 2), ({"cpu.max": "150000 100000\n"}, 2), ({"cpu.max": "50000 100000"}, 1),
+    ({"cpu.max": "max 100000\n"}, 8), ({"cpu.max": "900000 100000\n"}, 8),  # the affinity is the smaller
+    ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),
+    ({}, 8), ({"cpu/cpu.cfs_quota_us": "300000\n"}, 8),  # missing files
+    ({"cpu.max": "garbage"}, 8), ({"cpu.max": b"\xff\xfe 100000"}, 8), ({"cpu.max": ""}, 8),
+    ({"cpu.max": "0 100000"}, 8), ({"cpu.max": "200000 0"}, 8), ({"cpu.max": "2.5 1"}, 8),
+    ({"cpu.max": "200000 100000 7"}, 8), ({"cpu.max/oops": "a folder where the file was"}, 8),
+    ({"cpu/cpu.cfs_quota_us": "abc", "cpu/cpu.cfs_period_us": "100000"}, 8),
+    ({"cpu.max": "max 100000", "cpu/cpu.cfs_quota_us": "100000", "cpu/cpu.cfs_period_us": "100000"}, 8),  # v2 wins
+])
+def test_the_default_workers_stay_within_a_containers_cpu_quota(monkeypatch, tmp_path, files, cores):
+    """A container limited to 2 cores' time (docker --cpus=2) on 8 it may run on: os.sched_getaffinity counts the
+    8, and 8 tokenizer processes shared 2 cores' time, each with its batch of documents in memory. A quota that
+    is not there, or that cannot be read as one, leaves the affinity's count."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert fineweb.usable_cores(cgroup_files(tmp_path, files)) == cores
+
+
+def test_the_workers_option_defaults_to_the_quota_from_the_cgroup_folder(monkeypatch, tmp_path):
+    assert fineweb.CGROUP == Path("/sys/fs/cgroup")  # where Linux mounts a container's cgroup files
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(fineweb, "CGROUP", cgroup_files(tmp_path, {"cpu.max": "200000 100000\n"}))
+    assert fineweb.parse_args(["doc.txt"]).workers == 2
+    assert fineweb.parse_args(["doc.txt", "--workers=5"]).workers == 5  # what the user asks for stands
 
 
 def test_the_largest_shard_size_an_int32_header_holds_is_accepted():
