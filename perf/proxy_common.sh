@@ -10,20 +10,43 @@ FULL_BATCH=(--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_to
 PROXY_CARRY=${PROXY_CARRY:-perf/carry}
 PROXY_ARTIFACTS=${PROXY_ARTIFACTS:-$PROXY_CARRY}
 
-unpack_proxy_data() {  # data/proxy/*.bin from perf/carry/*.bin.xz where they are missing, each through a .part file
-    # renamed once whole (a truncated .xz left a short shard that later calls took as unpacked)
+unpack_proxy_data() {  # data/proxy/*.bin from $PROXY_CARRY/*.bin.xz where they are missing, each through a .part
+    # file renamed once whole (a truncated .xz left a short shard that later calls took as unpacked). A .xz that does
+    # not unpack, or no shards to run on once done (the carry left out?), is one error line naming the file and the
+    # fix, and the calling shell exits 2 (a traceback went by, then every run failed)
+    local packed shard part
     mkdir -p data/proxy
     for packed in "$PROXY_CARRY"/*.bin.xz; do
         [ -e "$packed" ] || continue
-        local shard; shard=data/proxy/$(basename "$packed" .xz)
+        shard=data/proxy/$(basename "$packed" .xz); part=$shard.part
         [ -e "$shard" ] && continue
-        if python -c "import lzma, shutil, sys
-shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$packed" "$shard.part"; then
-            mv "$shard.part" "$shard"
+        if python - "$packed" "$shard" "$part" <<'EOF'
+import lzma, os, sys
+packed, shard, part = sys.argv[1:]
+try:
+    with lzma.open(packed) as source, open(part, "wb") as target:
+        while chunk := source.read(1 << 24):
+            target.write(chunk)
+except (EOFError, lzma.LZMAError, OSError) as error:
+    if isinstance(error, OSError) and error.filename != packed:  # the shard's side: its folder, or the disk
+        sys.exit(f"error: cannot write {shard} ({error.strerror or error}); free space in data/proxy/ or make it "
+                 "writable")
+    sys.exit(f"error: {packed} does not unpack ({getattr(error, 'strerror', None) or error}); delete it, re-create "
+             f"it with bash perf/pack.sh ../shared/proxy and carry {os.path.dirname(packed) or '.'} again")
+EOF
+        then
+            mv "$part" "$shard"
         else
-            rm -f "$shard.part"
+            rm -f "$part"
+            exit 2
         fi
     done
+    if ! compgen -G 'data/proxy/proxy_val_*.bin' > /dev/null || ! compgen -G 'data/proxy/proxy_train_*.bin' > /dev/null
+    then
+        echo "error: no proxy shards (proxy_val_*.bin and proxy_train_*.bin) in data/proxy/ or packed in" \
+            "$PROXY_CARRY/; pack them (bash perf/pack.sh ../shared/proxy) and carry $PROXY_CARRY" >&2
+        exit 2
+    fi
 }
 
 compile_cache_of() {  # script: its torch.compile artifact file

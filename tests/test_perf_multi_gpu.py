@@ -8,8 +8,12 @@ import pytest
 
 
 def run_multi_gpu(tmp_path, repo_root, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """perf/multi_gpu.sh ARGS from tmp_path: its result and the commands it ran, each argument in brackets."""
+    """perf/multi_gpu.sh ARGS from tmp_path, with stand-in proxy shards in data/proxy: its result and the commands it
+    ran, each argument in brackets."""
     (tmp_path / "bin").mkdir()
+    (tmp_path / "data" / "proxy").mkdir(parents=True)
+    for name in ("proxy_val_000000.bin", "proxy_train_000001.bin"):
+        (tmp_path / "data" / "proxy" / name).write_bytes(b"")
     for name in ("python", "torchrun"):
         (tmp_path / "bin" / name).write_text(f"#!/usr/bin/env bash\necho \"{name} $(printf '[%s]' \"$@\")\" >> "
                                              f"{tmp_path / 'ran.txt'}\n")
@@ -27,7 +31,7 @@ def test_a_process_count_that_does_not_divide_8_is_one_error_line_before_any_run
     result, ran = run_multi_gpu(tmp_path, repo_root, nproc, "my out")
     assert result.returncode == 2
     assert result.stderr == f"error: NPROC must be 1, 2, 4 or 8 (dividing the 8 micro-steps), not '{nproc}'\n"
-    assert ran == [] and list(tmp_path.iterdir()) == [tmp_path / "bin"]
+    assert ran == [] and sorted(p.name for p in tmp_path.iterdir()) == ["bin", "data"]
 
 
 def test_an_output_folder_with_a_space_stays_one_argument(tmp_path, repo_root):

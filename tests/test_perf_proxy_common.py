@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -41,10 +42,14 @@ def test_an_unprofiled_run_keeps_nothing(tmp_path, repo_root):
 
 
 def stand_in_python_env(tmp_path, stand_in_python: str, **env_vars: str) -> dict:
-    """A stand-in python (a bash body) in tmp_path/bin; the environment that puts it on the PATH, with no proxy shards
-    to unpack and env_vars."""
+    """A stand-in python (a bash body; unpack_proxy_data's 'python -' runs the real one) in tmp_path/bin, and stand-in
+    proxy shards in tmp_path/data/proxy; the environment that puts it on the PATH, with no carry folder and env_vars."""
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").write_text("#!/usr/bin/env bash\n" + stand_in_python)
+    (tmp_path / "data" / "proxy").mkdir(parents=True)
+    for name in ("proxy_val_000000.bin", "proxy_train_000001.bin"):
+        (tmp_path / "data" / "proxy" / name).write_bytes(b"")
+    (tmp_path / "bin" / "python").write_text(f'#!/usr/bin/env bash\n[ "${{1:-}}" = - ] && exec {sys.executable} "$@"\n'
+                                             + stand_in_python)
     (tmp_path / "bin" / "python").chmod(0o755)
     return dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PROXY_CARRY=str(tmp_path / "carry"),
                 **env_vars)
@@ -347,7 +352,8 @@ def test_ab_without_variants_or_with_a_bad_one_is_one_error_line_before_any_run(
     result = run_with_stand_in_python(tmp_path, [str(repo_root / "perf" / "ab.sh"), "short", "out", *variants],
                                       'echo "$*" >> runs.txt\n' + COMPLETES)
     assert result.returncode == 2 and result.stderr == error + "\n" and result.stdout == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "perf", "train_gpt.py"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "data", "perf", "train_gpt.py"]
+    assert not (tmp_path / "runs.txt").exists()
 
 
 @pytest.mark.parametrize("tool", ["startup_ab.sh", "fullbatch_ab.sh"])
@@ -399,20 +405,105 @@ def test_packed_shards_unpack_to_the_same_bytes(tmp_path, repo_root):
         assert (tmp_path / "data" / "proxy" / shard.name).read_bytes() == shard.read_bytes()
 
 
+def unpack_in(folder, repo_root, before: str = "") -> subprocess.CompletedProcess:
+    """unpack_proxy_data run from folder, after the shell commands before, and a line once it returns."""
+    return subprocess.run(["bash", "-c", f"{before}source {repo_root / 'perf' / 'proxy_common.sh'} && "
+                           "unpack_proxy_data && echo unpacked"], cwd=folder, capture_output=True, text=True,
+                          timeout=60)
+
+
+def carry_with(folder, **packed: bytes):
+    """folder/perf/carry holding each proxy_NAME_*.bin.xz given (val=, train=): the .xz bytes."""
+    (folder / "perf" / "carry").mkdir(parents=True)
+    names = {"val": "proxy_val_000000.bin.xz", "train": "proxy_train_000001.bin.xz"}
+    for split, data in packed.items():
+        (folder / "perf" / "carry" / names[split]).write_bytes(data)
+
+
+VAL, TRAIN = bytes(range(256)) * 4000, bytes(range(255, -1, -1)) * 3000
+
+
 def test_a_truncated_xz_leaves_no_shard_to_take_as_unpacked(tmp_path, repo_root):
-    """A .xz cut short fails to unpack and leaves no shard (a short one was kept, and skipped by every later call);
-    once the carry holds the whole file, the next call unpacks it."""
-    shard = bytes(range(256)) * 4000
-    (tmp_path / "perf" / "carry").mkdir(parents=True)
-    packed = tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz"
-    whole = lzma.compress(shard)
-    packed.write_bytes(whole[:len(whole) // 2])
-    unpack = ["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && unpack_proxy_data"]
-    subprocess.run(unpack, cwd=tmp_path, capture_output=True, timeout=60)
+    """A .xz cut short fails to unpack and leaves no shard (a short one was kept, and skipped by every later call),
+    with one error line naming it and the fix (a Python traceback went by, and the tool went on to runs that all
+    failed on the missing shard); once the carry holds the whole file, the next call unpacks it."""
+    whole = lzma.compress(VAL)
+    carry_with(tmp_path, val=whole[:len(whole) // 2], train=lzma.compress(TRAIN))
+    result = unpack_in(tmp_path, repo_root)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: perf/carry/proxy_val_000000.bin.xz does not unpack (Compressed file ended before "
+                             "the end-of-stream marker was reached); delete it, re-create it with bash perf/pack.sh "
+                             "../shared/proxy and carry perf/carry again\n")
+    assert [p.name for p in (tmp_path / "data" / "proxy").iterdir()] == ["proxy_train_000001.bin"]  # unpacked first
+    (tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz").write_bytes(whole)
+    assert unpack_in(tmp_path, repo_root).stdout == "unpacked\n"
+    assert (tmp_path / "data" / "proxy" / "proxy_val_000000.bin").read_bytes() == VAL
+    assert (tmp_path / "data" / "proxy" / "proxy_train_000001.bin").read_bytes() == TRAIN
+
+
+@pytest.mark.parametrize("packed, reason", [
+    (b"not xz at all", "Input format not supported by decoder"),
+    (lzma.compress(VAL)[:12] + bytes(64) + lzma.compress(VAL)[76:], "Corrupt input data"),
+    (None, "Is a directory"),
+], ids=["not xz", "corrupt", "a folder"])
+def test_a_xz_that_does_not_unpack_is_one_line_naming_it_and_the_fix(tmp_path, repo_root, packed, reason):
+    carry_with(tmp_path, train=lzma.compress(TRAIN), **({} if packed is None else {"val": packed}))
+    if packed is None:  # a folder where the file was
+        (tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz").mkdir()
+    result = unpack_in(tmp_path, repo_root)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"error: perf/carry/proxy_val_000000.bin.xz does not unpack ({reason}); delete it, "
+                             "re-create it with bash perf/pack.sh ../shared/proxy and carry perf/carry again\n")
+    assert [p.name for p in (tmp_path / "data" / "proxy").iterdir()] == ["proxy_train_000001.bin"]  # no .part left
+
+
+def test_a_shard_that_cannot_be_written_is_one_line_naming_it(tmp_path, repo_root):
+    """The shard's side (here a file size limit, where a full disk would say 'No space left on device'), told apart
+    from a bad .xz: the fix is not to pack again."""
+    carry_with(tmp_path, val=lzma.compress(VAL), train=lzma.compress(TRAIN))
+    result = unpack_in(tmp_path, repo_root, before="ulimit -f 100 && ")  # 100 KiB: the train shard (768 KB) is cut
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: cannot write data/proxy/proxy_train_000001.bin (File too large); free space in "
+                             "data/proxy/ or make it writable\n")
     assert list((tmp_path / "data" / "proxy").iterdir()) == []
-    packed.write_bytes(whole)
-    subprocess.run(unpack, cwd=tmp_path, check=True, capture_output=True, timeout=60)
-    assert (tmp_path / "data" / "proxy" / "proxy_val_000000.bin").read_bytes() == shard
+
+
+@pytest.mark.parametrize("carry", ["missing", "empty", "val only"])
+def test_no_shards_to_run_on_is_one_line_naming_the_carry(tmp_path, repo_root, carry):
+    """The carry folder left out of a device call (or holding only some shards): nothing said, then every run of the
+    tool failed on the missing shards, with the track script's fix for FineWeb's (a download)."""
+    if carry != "missing":
+        carry_with(tmp_path, **({"val": lzma.compress(VAL)} if carry == "val only" else {}))
+    result = unpack_in(tmp_path, repo_root)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: no proxy shards (proxy_val_*.bin and proxy_train_*.bin) in data/proxy/ or packed "
+                             "in perf/carry/; pack them (bash perf/pack.sh ../shared/proxy) and carry perf/carry\n")
+
+
+def test_shards_in_place_need_no_carry(tmp_path, repo_root):
+    (tmp_path / "data" / "proxy").mkdir(parents=True)
+    for name in ("proxy_val_000000.bin", "proxy_train_000001.bin"):
+        (tmp_path / "data" / "proxy" / name).write_bytes(b"a shard")
+    assert unpack_in(tmp_path, repo_root).stdout == "unpacked\n"
+
+
+@pytest.mark.parametrize("tool, args", [("proxy.sh", ["short", "out"]), ("ab.sh", ["short", "out", "--seed=0"]),
+                                        ("multi_gpu.sh", ["2", "out", "short"]),
+                                        ("startup_ab.sh", ["short", "out", "a.py", "b.py"]),
+                                        ("fullbatch_ab.sh", ["short", "out", "a.py", "b.py"])])
+def test_every_tool_stops_before_its_runs_where_the_shards_do_not_unpack(tmp_path, repo_root, tool, args):
+    """The error line alone, exit status 2, no run started, and the track script restored where it was staged."""
+    env = versions_ab_folder(tmp_path, repo_root, tool, 'echo "$*" >> runs.txt\n' + COMPLETES)
+    shutil.rmtree(tmp_path / "data")
+    whole = lzma.compress(VAL)
+    carry_with(tmp_path, val=whole[:len(whole) // 2], train=lzma.compress(TRAIN))
+    env["PROXY_CARRY"] = "perf/carry"
+    result = subprocess.run(["bash", f"perf/{tool}", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: perf/carry/proxy_val_000000.bin.xz does not unpack (")
+    assert result.stderr.count("\n") == 1 and not (tmp_path / "runs.txt").exists()
+    assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
 
 
 def test_pack_keeps_no_partial_xz_when_xz_fails(tmp_path, repo_root):
