@@ -13,10 +13,11 @@ if [ ${#shards[@]} -eq 0 ]; then
     exit 2
 fi
 mkdir -p perf/carry
-for shard in "${shards[@]}"; do  # each through a .part file renamed once whole (a failed xz left a partial .xz, kept)
+for shard in "${shards[@]}"; do  # each through a .part file renamed once whole (a failed xz left a partial .xz, kept),
+    # this shell's own (two packs at once wrote one, one renaming it while the other still wrote it)
     packed=perf/carry/$(basename "$shard").xz
     [ -e "$packed" ] && continue
-    xz -T0 -6 -k -c "$shard" > "$packed.part" || { rm -f "$packed.part"; exit 1; }
-    mv "$packed.part" "$packed"
+    xz -T0 -6 -k -c "$shard" > "$packed.part$$" || { rm -f "$packed.part$$"; exit 1; }
+    mv -f "$packed.part$$" "$packed"
 done
 du -sh perf/carry

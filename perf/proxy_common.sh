@@ -11,14 +11,15 @@ PROXY_CARRY=${PROXY_CARRY:-perf/carry}
 PROXY_ARTIFACTS=${PROXY_ARTIFACTS:-$PROXY_CARRY}
 
 unpack_proxy_data() {  # data/proxy/*.bin from $PROXY_CARRY/*.bin.xz where they are missing, each through a .part
-    # file renamed once whole (a truncated .xz left a short shard that later calls took as unpacked). A .xz that does
-    # not unpack, or no shards to run on once done (the carry left out?), is one error line naming the file and the
-    # fix, and the calling shell exits 2 (a traceback went by, then every run failed)
+    # file of this shell's own, renamed once whole: a truncated .xz left a short shard that later calls took as
+    # unpacked, and two jobs side by side (perf/pair.sh) shared one .part file, one renaming it while the other still
+    # wrote it. A .xz that does not unpack, or no shards to run on once done (the carry left out?), is one error line
+    # naming the file and the fix, and the calling shell exits 2 (a traceback went by, then every run failed)
     local packed shard part
     mkdir -p data/proxy
     for packed in "$PROXY_CARRY"/*.bin.xz; do
         [ -e "$packed" ] || continue
-        shard=data/proxy/$(basename "$packed" .xz); part=$shard.part
+        shard=data/proxy/$(basename "$packed" .xz); part=$shard.part$$
         [ -e "$shard" ] && continue
         if python - "$packed" "$shard" "$part" <<'EOF'
 import lzma, os, sys
@@ -35,7 +36,7 @@ except (EOFError, lzma.LZMAError, OSError) as error:
              f"it with bash perf/pack.sh ../shared/proxy and carry {os.path.dirname(packed) or '.'} again")
 EOF
         then
-            mv "$part" "$shard"
+            mv -f "$part" "$shard"
         else
             rm -f "$part"
             exit 2

@@ -487,6 +487,21 @@ def test_shards_in_place_need_no_carry(tmp_path, repo_root):
     assert unpack_in(tmp_path, repo_root).stdout == "unpacked\n"
 
 
+def test_an_unpack_leaves_another_jobs_part_file_alone(tmp_path, repo_root):
+    """Two jobs side by side (perf/pair.sh) on a fresh machine unpack the same shards: both wrote one .part file, the
+    second truncating what the first had written, and the first renamed it into the shard while the second still
+    wrote it (its runs then read a short shard). Each job's .part file is its own."""
+    carry_with(tmp_path, val=lzma.compress(VAL), train=lzma.compress(TRAIN))
+    (tmp_path / "data" / "proxy").mkdir(parents=True)
+    other = tmp_path / "data" / "proxy" / "proxy_val_000000.bin.part"  # as the other job's unpack names its own
+    other.write_bytes(b"the other job's first megabytes")
+    assert unpack_in(tmp_path, repo_root).stdout == "unpacked\n"
+    assert other.read_bytes() == b"the other job's first megabytes"
+    assert (tmp_path / "data" / "proxy" / "proxy_val_000000.bin").read_bytes() == VAL
+    assert sorted(p.name for p in (tmp_path / "data" / "proxy").iterdir()) == [
+        "proxy_train_000001.bin", "proxy_val_000000.bin", "proxy_val_000000.bin.part"]
+
+
 @pytest.mark.parametrize("tool, args", [("proxy.sh", ["short", "out"]), ("ab.sh", ["short", "out", "--seed=0"]),
                                         ("multi_gpu.sh", ["2", "out", "short"]),
                                         ("startup_ab.sh", ["short", "out", "a.py", "b.py"]),
@@ -504,6 +519,20 @@ def test_every_tool_stops_before_its_runs_where_the_shards_do_not_unpack(tmp_pat
     assert result.stderr.startswith("error: perf/carry/proxy_val_000000.bin.xz does not unpack (")
     assert result.stderr.count("\n") == 1 and not (tmp_path / "runs.txt").exists()
     assert (tmp_path / "train_gpt.py").read_text() == "# main as checked out\n"
+
+
+def test_pack_leaves_another_packs_part_file_alone(tmp_path, repo_root):
+    """Two packs at once (a second terminal) both wrote one .part file, and the first renamed it into the .xz while
+    the second still wrote it: a truncated .xz, which later packs kept. Each pack's .part file is its own."""
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "proxy_val_000000.bin").write_bytes(VAL)
+    (tmp_path / "perf" / "carry").mkdir(parents=True)
+    other = tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz.part"  # as the other pack names its own
+    other.write_bytes(b"the other pack's first bytes")
+    subprocess.run(["bash", str(repo_root / "perf" / "pack.sh"), "shards"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=60)
+    assert other.read_bytes() == b"the other pack's first bytes"
+    assert lzma.decompress((tmp_path / "perf" / "carry" / "proxy_val_000000.bin.xz").read_bytes()) == VAL
 
 
 def test_pack_keeps_no_partial_xz_when_xz_fails(tmp_path, repo_root):
