@@ -1462,24 +1462,6 @@ def fp8_attention_inputs(x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, lambdas
     return FP8AttentionInputs.apply(x, w, cos, sin, lambdas, ve, head_dim, w_f8, w_scale, w_t_f8, w_t_scale)
 
 
-def trace_autograd_functions_as_one_call():
-    """Before torch.compile: fp8_mlp, fp8_attention_inputs and summed_lookup become one call each in dynamo's graph,
-    and AOTAutograd traces their autograd.Functions into the compiled graphs as before (the same ops). Dynamo traced an
-    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
-    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
-    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
-    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
-    FP8AttentionInputs misses instead of reusing old graphs."""
-    for function, parts in [(fp8_mlp, (FP8MLP, normed_e4m3_scale, to_float8_scaled, float8_scale, to_float8, scaled_mm,
-                                       relu_square_grad, sampled_relu_square_scale)),
-                            (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8)),
-                            (summed_lookup, (SummedLookup,))]:
-        torch._dynamo.allow_in_graph(function)
-        source = "".join(inspect.getsource(part) for part in (function, *parts))
-        name = f"{function.__module__}.{function.__name__}"
-        torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
-
-
 # ----------------------------------------------------------------------------------------------
 # Attention output gate's logits: each head's from a token's first dims (a dozen), one Triton kernel each way; cuBLAS
 # gave this tiny product three cutlass GEMMs and two split-K reductions, ~32 us a layer a micro-step on an H100
@@ -2854,6 +2836,24 @@ def save_compile_cache(path: str) -> str | None:
             os.remove(partial)
         return f"compile cache: not written to {path} ({error.strerror}); the next start compiles again"
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+
+
+def trace_autograd_functions_as_one_call():
+    """Before torch.compile: fp8_mlp, fp8_attention_inputs and summed_lookup become one call each in dynamo's graph,
+    and AOTAutograd traces their autograd.Functions into the compiled graphs as before (the same ops). Dynamo traced an
+    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
+    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
+    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
+    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
+    FP8AttentionInputs misses instead of reusing old graphs."""
+    for function, parts in [(fp8_mlp, (FP8MLP, normed_e4m3_scale, to_float8_scaled, float8_scale, to_float8, scaled_mm,
+                                       relu_square_grad, sampled_relu_square_scale)),
+                            (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8)),
+                            (summed_lookup, (SummedLookup,))]:
+        torch._dynamo.allow_in_graph(function)
+        source = "".join(inspect.getsource(part) for part in (function, *parts))
+        name = f"{function.__module__}.{function.__name__}"
+        torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
 
 
 def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
