@@ -2468,8 +2468,7 @@ def rowwise_fp8_matmul_runs() -> bool:
 
 
 def check_machine(args: Hyperparameters, world_size: int):
-    """The process counts and the device, what its kernels need of the model's width, and the validation split over
-    the processes."""
+    """The process counts, the validation split over the processes, and the device (on the GPU: check_gpu)."""
     if world_size < 1 or 8 % world_size != 0:
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
@@ -2489,22 +2488,28 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise LaunchError(f"LOCAL_RANK={local_gpu} is not below the processes per node, {local_processes} "
                           "(LOCAL_WORLD_SIZE); unset LOCAL_RANK (left in the environment?), or launch with ./run.sh "
                           "or torchrun")
-    if args.device == "cuda" and torch.cuda.device_count() < local_processes:
+    if args.device == "cuda":
+        check_gpu(args, local_processes, local_gpu)
+
+
+def check_gpu(args: Hyperparameters, local_processes: int, local_gpu: int):
+    """A GPU for each of the node's processes, and on this process's one the FP8 matmuls and sizes the model needs."""
+    if torch.cuda.device_count() < local_processes:
         raise SetupError(f"{local_processes} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
-    if args.device == "cuda" and local_gpu >= torch.cuda.device_count():
+    if local_gpu >= torch.cuda.device_count():
         raise LaunchError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
                           f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
                           "one process per GPU")
-    if args.device == "cuda" and torch.cuda.get_device_capability(local_gpu) < (8, 9):
+    if torch.cuda.get_device_capability(local_gpu) < (8, 9):
         major, minor = torch.cuda.get_device_capability(local_gpu)
         raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
                          f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
                          "which is bf16")
-    if args.device == "cuda" and args.fp8_qkv and not rowwise_fp8_matmul_runs():
+    if args.fp8_qkv and not rowwise_fp8_matmul_runs():
         raise SetupError("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV projection "
                          "uses; pass --fp8_qkv=false")
-    if args.device == "cuda" and args.model_dim % 16 != 0:
+    if args.model_dim % 16 != 0:
         raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 16 on the GPU (the FP8 tensor cores' "
                          "matrix sizes); change --num_heads or --head_dim")
 
