@@ -23,11 +23,14 @@ python=${PYTHON:-python}
 command -v "$python" > /dev/null ||
     { echo "error: no python at '$python'; set PYTHON to an interpreter (default: python)" >&2; exit 2; }
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
+device=cuda  # the script's last --device wins: where it is not cuda, the script's check says whether it can run
 for arg in "$@"; do  # help needs no GPU and no launch
     if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
-    [[ $arg == --check_only=* ]] || continue
-    value=${arg#--check_only=}  # spaces around it dropped, as the script drops them
+    [ "$arg" != --device ] || device=$arg  # `--device cpu`: the script's check names the malformed argument
+    [[ $arg == --check_only=* || $arg == --device=* ]] || continue
+    value=${arg#--*=}  # spaces around it dropped, as the script drops them
     value=${value#"${value%%[![:space:]]*}"}; value=${value%"${value##*[![:space:]]}"}
+    if [[ $arg == --device=* ]]; then device=$value; continue; fi
     case $value in  # any case, as the script reads it (no ${value,,}: macOS's bash 3.2 lacks it)
         1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss]) check_only=true ;;
         *) check_only=false ;;
@@ -46,7 +49,7 @@ if [ -n "${NPROC:-}" ]; then
 else
     gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||
         { echo "error: '$python' cannot import torch; install it with: pip install -r requirements.txt" >&2; exit 2; }
-    if [ "$gpus" -lt 1 ] && ! [[ " $* " =~ \ --device=[Cc][Pp][Uu]\  ]]; then
+    if [ "$gpus" -lt 1 ] && [[ $device == [Cc][Uu][Dd][Aa] ]]; then
         echo "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n processes)" \
              "for a tiny CPU run" >&2
         exit 2

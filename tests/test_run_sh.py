@@ -244,6 +244,22 @@ def test_device_cpu_in_capitals_without_a_gpu_is_the_scripts_error_not_no_gpu(sh
     assert (result.returncode, result.stderr) == (2, "error: --device=CPU: use cuda or cpu\n")
 
 
+@pytest.mark.parametrize("device, said", [
+    (["--device", "cpu"], "error: malformed argument '--device': write settings as --name=value (see --help)\n"),
+    (["--device= cpu"], ""),  # spaces around a value are dropped, as the script drops them
+    ([" --device=cuda "], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
+                          "processes) for a tiny CPU run\n"),  # run.sh's own line, as without --device
+])
+def test_without_a_gpu_a_device_setting_run_sh_cannot_read_is_left_to_the_scripts_check(shards, device, said):
+    """Without a GPU, run.sh stops at "no CUDA GPU found" only for --device=cuda (the default): a --device it cannot
+    read is not that error, which asks for the --device=cpu the user meant to give; the script's check names what is
+    wrong with it, or runs it."""
+    settings = [arg for arg in TINY if arg != "--device=cpu"]
+    result = run_sh(*settings, *data_args(shards), *device, "--check_only=true",
+                    env={"CUDA_VISIBLE_DEVICES": "", "NPROC": ""})
+    assert (result.returncode, result.stderr) == ((2, said) if said else (0, "")), result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_a_signal_to_a_two_process_run_ends_in_one_line_and_128_plus_the_signal(shards, tmp_path, signal_name):
     """Ctrl-C (SIGINT to the terminal's process group) or SIGTERM to the group (a scheduler): rank 0's one line, where
