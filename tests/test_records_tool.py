@@ -369,6 +369,18 @@ def test_rerun_of_a_two_process_log_really_starts_two_ranks_under_torchrun(tmp_p
     assert ranks == expected, result.stdout + result.stderr
 
 
+def test_rerun_of_two_processes_that_fail_ends_in_their_error_and_one_line_naming_a_rank(tmp_path):
+    """As under run.sh: a rank that fails prints its error, and torchrun's 30-40-line traceback after it becomes one
+    line naming the rank; rerun exits with the rank's status."""
+    script = "import sys\nprint('error: --lr=x is not a number', file=sys.stderr)\nsys.exit(2)\n"
+    log = make_log(tmp_path / "run.txt", script, env=this_environment(), world_size=2)
+    result = tool("rerun", log, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "ChildFailedError" not in result.stderr, result.stderr
+    assert "error: --lr=x is not a number" in result.stderr
+    assert re.fullmatch(r"error: rank [01] exited with status 2", result.stderr.splitlines()[-1]), result.stderr
+
+
 def test_rerun_of_several_processes_sets_torchruns_one_thread_quietly(tmp_path):
     """torchrun gives each of several processes one CPU thread and announces it in a 4-line warning; rerun sets the
     same default, as run.sh does, unless the environment names a count."""
