@@ -296,43 +296,24 @@ def launch_argv(command):
     return [sys.executable, "-m", "torch.distributed.run", *command[1:]]
 
 
-# torchrun's launcher as run.sh runs it (run, not main, whose @record logs 3 lines about a failed rank's error file):
-# a rank that fails has printed its own error, and the launcher's 30-40-line traceback after it becomes one line
-# naming the rank (one that failed on its own, then one whose console shows its error), with the rank's status.
-TORCHRUN = """
-import signal
-import sys
-from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.run import parse_args, run
-STOPPED = {128 + signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+RUN_SH = Path(__file__).resolve().parent.parent / "run.sh"
+LAUNCHER_START, LAUNCHER_END = "exec \"$python\" -c '", "' --standalone"  # around run.sh's launcher code
 
-def cause_first(rank_and_failure):
-    rank, failure = rank_and_failure
-    stopped = failure.exitcode < 0 or failure.exitcode in STOPPED
-    return stopped, not failure.error_file_data.get("shown", False), failure.timestamp, rank
 
-try:
-    run(parse_args(sys.argv[1:]))
-except SignalException as stopped:
-    sys.exit(128 + stopped.sigval)
-except ChildFailedError as failed:
-    rank, failure = min(failed.failures.items(), key=cause_first)
-    code = failure.exitcode
-    how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    written = failure.error_file_data
-    why = ""
-    if "shown" in written:
-        why = " (its output is above)" if written["shown"] else ": " + written["message"].removeprefix("error: ")
-    print(f"error: rank {rank} {how}{why}", file=sys.stderr)
-    sys.exit(code if code > 0 else 1)
-"""
+def run_sh_launcher() -> str:
+    """run.sh's torchrun launcher code (one copy, run.sh's): a rank that fails has printed its own error, and the
+    launcher's 30-40-line traceback after it becomes one line naming the rank, with the rank's status."""
+    text = RUN_SH.read_text() if RUN_SH.is_file() else ""
+    if LAUNCHER_START not in text or LAUNCHER_END not in text.split(LAUNCHER_START, 1)[1]:
+        raise ToolError(f"{RUN_SH} is missing or holds no launcher (exec \"$python\" -c '...' --standalone); "
+                        "restore it from the repository (git checkout run.sh)")
+    return text.split(LAUNCHER_START, 1)[1].split(LAUNCHER_END, 1)[0]
 
 
 def executed_argv(argv):
-    """What rerun executes for a launch_argv: torchrun's launcher through TORCHRUN, the same arguments."""
+    """What rerun executes for a launch_argv: torchrun's launcher through run.sh's code, the same arguments."""
     if argv[1:3] == ["-m", "torch.distributed.run"]:
-        return [argv[0], "-c", TORCHRUN, *argv[3:]]
+        return [argv[0], "-c", run_sh_launcher(), *argv[3:]]
     return argv
 
 
@@ -399,10 +380,11 @@ def cmd_rerun(args):
     with tempfile.TemporaryDirectory(prefix="rerun-") as tmp:
         out = Path(args.output or Path(tmp) / default_script_name(log))
         command = launch_argv(reproduce_command(log, out)) + args.extra
+        executed = executed_argv(command)  # before the script is written: run.sh's launcher may be missing
         write_script(log, out, args.force)
         print(shlex.join(command), flush=True)
         try:
-            return subprocess.run(executed_argv(command), env=launch_env(command)).returncode
+            return subprocess.run(executed, env=launch_env(command)).returncode
         except KeyboardInterrupt:  # the child got the same Ctrl-C; subprocess.run has reaped it
             return 130
 

@@ -381,6 +381,29 @@ def test_rerun_of_two_processes_that_fail_ends_in_their_error_and_one_line_namin
     assert re.fullmatch(r"error: rank [01] exited with status 2", result.stderr.splitlines()[-1]), result.stderr
 
 
+def test_rerun_takes_its_launcher_from_run_sh_and_names_a_missing_one(tmp_path, monkeypatch):
+    """One copy of the launcher code, run.sh's: rerun runs exactly it, and where run.sh is missing or has lost it,
+    rerun says so in one line before writing the script."""
+    module = load_tool_module()
+    code = module.run_sh_launcher()
+    assert "except ChildFailedError" in code and code in (REPO / "run.sh").read_text()
+    argv = module.executed_argv([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "S"])
+    assert argv == [sys.executable, "-c", code, "--nproc_per_node=2", "S"]
+    assert module.executed_argv([sys.executable, "S", "--x=1"]) == [sys.executable, "S", "--x=1"]
+    for text in [None, "#!/bin/bash\nexec torchrun \"$@\"\n"]:
+        fake = tmp_path / "run.sh"
+        if text is not None:
+            fake.write_text(text)
+        monkeypatch.setattr(module, "RUN_SH", fake)
+        with pytest.raises(module.ToolError) as error:
+            module.run_sh_launcher()
+        assert str(error.value).startswith(f"{fake} is missing or holds no launcher"), error.value
+    log = make_log(tmp_path / "run.txt", "print('ran')\n", env=this_environment(), world_size=2)
+    monkeypatch.setattr(sys, "argv", ["tool.py", "rerun", str(log), "--output", str(tmp_path / "out.py")])
+    assert module.main() == 2
+    assert not (tmp_path / "out.py").exists()
+
+
 def test_rerun_of_several_processes_sets_torchruns_one_thread_quietly(tmp_path):
     """torchrun gives each of several processes one CPU thread and announces it in a 4-line warning; rerun sets the
     same default, as run.sh does, unless the environment names a count."""
