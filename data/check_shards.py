@@ -70,7 +70,7 @@ def check(path: str) -> tuple:
         return None, str(e)
     except OSError as e:
         return None, f"{path}: cannot read it ({e.strerror}); check the path"
-    issues = []
+    issues, fix = [], shards.FIX
     if stats["tokens"] == 0:
         issues.append("holds no tokens")
     else:
@@ -83,8 +83,9 @@ def check(path: str) -> tuple:
         elif stats["documents"] == 0:
             issues.append(f"holds no EOT ({shards.EOT}): training starts each sequence at one, so it reads nothing "
                           f"from this shard")
+            fix = "tokenize the text again with another --shard_size (data/fineweb.py), so that a document starts in it"
     if issues:
-        return None, f"{path}: {', '.join(issues)}; {shards.FIX}"
+        return None, f"{path}: {', '.join(issues)}; {fix}"
     return stats, None
 
 
