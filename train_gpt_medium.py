@@ -787,17 +787,6 @@ def normed_relu_square_mlp(x: Tensor, fc_w: Tensor, proj_w: Tensor) -> Tensor:
     return NormedReluSquareMLP.apply(x, fc_w, proj_w)
 
 
-def trace_autograd_functions_as_one_call():
-    """Before torch.compile: normed_relu_square_mlp becomes one call in dynamo's graph (as track 1's fp8_mlp), and
-    AOTAutograd traces NormedReluSquareMLP into the compiled graphs as before. Dynamo traced the autograd.Function's
-    forward and backward at every call, at every start. AOTAutograd's cache keeps graphs that call the function under
-    a key from the source of what it runs, so that an edited MLP misses instead of reusing old graphs."""
-    torch._dynamo.allow_in_graph(normed_relu_square_mlp)
-    source = "".join(inspect.getsource(part) for part in (normed_relu_square_mlp, NormedReluSquareMLP, reciprocal_rms))
-    name = f"{normed_relu_square_mlp.__module__}.{normed_relu_square_mlp.__name__}"
-    torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
-
-
 # ----------------------------------------------------------------------------------------------
 # Optimizers: sharded mixed-precision Muon for hidden matrices, sharded Adam for the rest
 
@@ -1859,6 +1848,17 @@ def save_compile_cache(path: str) -> str | None:
             os.remove(partial)
         return f"compile cache: not written to {path} ({error.strerror}); the next start compiles again"
     return f"compile cache: {len(artifacts[0]) / 2**20:.1f} MiB written to {path} in {time.perf_counter() - start:.1f}s"
+
+
+def trace_autograd_functions_as_one_call():
+    """Before torch.compile: normed_relu_square_mlp becomes one call in dynamo's graph (as track 1's fp8_mlp), and
+    AOTAutograd traces NormedReluSquareMLP into the compiled graphs as before. Dynamo traced the autograd.Function's
+    forward and backward at every call, at every start. AOTAutograd's cache keeps graphs that call the function under
+    a key from the source of what it runs, so that an edited MLP misses instead of reusing old graphs."""
+    torch._dynamo.allow_in_graph(normed_relu_square_mlp)
+    source = "".join(inspect.getsource(part) for part in (normed_relu_square_mlp, NormedReluSquareMLP, reciprocal_rms))
+    name = f"{normed_relu_square_mlp.__module__}.{normed_relu_square_mlp.__name__}"
+    torch._inductor.config.unsafe_marked_cacheable_functions[name] = hashlib.sha256(source.encode()).hexdigest()
 
 
 def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
