@@ -1365,6 +1365,34 @@ def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tenso
 # Setup: checks before the slow compile, distributed init, logging, the compile cache, optimizers, kernel builds ahead
 
 
+def launch_number(name: str, default: int) -> int:
+    """A count or rank that torchrun sets (WORLD_SIZE, LOCAL_WORLD_SIZE, RANK, LOCAL_RANK); default when unset. A
+    rank is an integer from 0; a count's range is check_machine's."""
+    raw, kind = os.environ.get(name, str(default)), "process count" if name.endswith("WORLD_SIZE") else "process rank"
+    if not re.fullmatch(r"-?\d+" if kind == "process count" else r"\d+", raw.strip()):
+        raise LaunchError(f"{name}={raw} is not a {kind}; launch with torchrun or ./run.sh")
+    return int(raw)
+
+
+def launch_ranks() -> tuple[int, int, int]:
+    """World size, rank and local rank as torchrun sets them (1, 0, 0 for a plain python run), checked against each
+    other: a RANK left in a shell's environment would hide every error (rank 0 prints them), then wait for
+    sequences that no rank deals it."""
+    world_size, rank = launch_number("WORLD_SIZE", 1), launch_number("RANK", 0)
+    local_rank = launch_number("LOCAL_RANK", 0)
+    if world_size >= 1 and rank >= world_size:  # a world size below 1 is check_machine's error
+        raise LaunchError(f"RANK={rank} is not below the world size, {world_size} (WORLD_SIZE); unset RANK (left in "
+                          "the environment?), or launch with ./run.sh or torchrun")
+    if local_rank > rank:
+        raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
+                          "environment?), or launch with ./run.sh or torchrun")
+    port = os.environ.get("MASTER_PORT", "")  # torchrun's; unset in ./run.sh's check, which starts no group
+    if port and not (re.fullmatch(r"\d+", port.strip()) and 1 <= int(port) <= 65535):
+        raise LaunchError(f"MASTER_PORT={port} is not a port (1 to 65535); give a free port, or launch with ./run.sh "
+                          "or torchrun --standalone")
+    return world_size, rank, local_rank
+
+
 def check_numbers(args: Hyperparameters):
     """Every number in its range (a nonsense value would fail only after the compile, or train silently)."""
     positive = ["num_iterations", "train_seq_len", "val_seq_len", "val_tokens", "num_layers", "model_dim",
@@ -1512,34 +1540,6 @@ def check_settings(args: Hyperparameters, world_size: int):
     check_shapes(args)
     check_files(args)
     check_machine(args, world_size)
-
-
-def launch_number(name: str, default: int) -> int:
-    """A count or rank that torchrun sets (WORLD_SIZE, LOCAL_WORLD_SIZE, RANK, LOCAL_RANK); default when unset. A
-    rank is an integer from 0; a count's range is check_machine's."""
-    raw, kind = os.environ.get(name, str(default)), "process count" if name.endswith("WORLD_SIZE") else "process rank"
-    if not re.fullmatch(r"-?\d+" if kind == "process count" else r"\d+", raw.strip()):
-        raise LaunchError(f"{name}={raw} is not a {kind}; launch with torchrun or ./run.sh")
-    return int(raw)
-
-
-def launch_ranks() -> tuple[int, int, int]:
-    """World size, rank and local rank as torchrun sets them (1, 0, 0 for a plain python run), checked against each
-    other: a RANK left in a shell's environment would hide every error (rank 0 prints them), then wait for
-    sequences that no rank deals it."""
-    world_size, rank = launch_number("WORLD_SIZE", 1), launch_number("RANK", 0)
-    local_rank = launch_number("LOCAL_RANK", 0)
-    if world_size >= 1 and rank >= world_size:  # a world size below 1 is check_machine's error
-        raise LaunchError(f"RANK={rank} is not below the world size, {world_size} (WORLD_SIZE); unset RANK (left in "
-                          "the environment?), or launch with ./run.sh or torchrun")
-    if local_rank > rank:
-        raise LaunchError(f"LOCAL_RANK={local_rank} is above RANK={rank}; unset LOCAL_RANK (left in the "
-                          "environment?), or launch with ./run.sh or torchrun")
-    port = os.environ.get("MASTER_PORT", "")  # torchrun's; unset in ./run.sh's check, which starts no group
-    if port and not (re.fullmatch(r"\d+", port.strip()) and 1 <= int(port) <= 65535):
-        raise LaunchError(f"MASTER_PORT={port} is not a port (1 to 65535); give a free port, or launch with ./run.sh "
-                          "or torchrun --standalone")
-    return world_size, rank, local_rank
 
 
 def shards_wanted(pattern: str, shards: int, available: int, needed: int) -> str:
