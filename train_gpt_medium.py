@@ -1498,8 +1498,7 @@ def check_files(args: Hyperparameters):
 
 
 def check_machine(args: Hyperparameters, world_size: int):
-    """The process counts and the device, what its kernels need of the model's width, and the validation split over
-    the processes."""
+    """The process counts, the validation split over the processes, and the device (on the GPU: check_gpu)."""
     if world_size < 1 or 8 % world_size != 0:
         raise SetupError(f"world size {world_size} does not divide 8; launch 1, 2, 4 or 8 processes "
                          "(./run.sh picks the GPU count)")
@@ -1519,18 +1518,24 @@ def check_machine(args: Hyperparameters, world_size: int):
         raise LaunchError(f"LOCAL_RANK={local_gpu} is not below the processes per node, {local_processes} "
                           "(LOCAL_WORLD_SIZE); unset LOCAL_RANK (left in the environment?), or launch with ./run.sh "
                           "or torchrun")
-    if args.device == "cuda" and torch.cuda.device_count() < local_processes:
+    if args.device == "cuda":
+        check_gpu(args, local_processes, local_gpu)
+
+
+def check_gpu(args: Hyperparameters, local_processes: int, local_gpu: int):
+    """A GPU for each of the node's processes, and on this process's one what --mlp_epilogue's TMA kernels need."""
+    if torch.cuda.device_count() < local_processes:
         raise SetupError(f"{local_processes} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
-    if args.device == "cuda" and local_gpu >= torch.cuda.device_count():
+    if local_gpu >= torch.cuda.device_count():
         raise LaunchError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
                           f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
                           "one process per GPU")
-    if args.device == "cuda" and args.mlp_epilogue and torch.cuda.get_device_capability(local_gpu) < (9, 0):
+    if args.mlp_epilogue and torch.cuda.get_device_capability(local_gpu) < (9, 0):
         major, minor = torch.cuda.get_device_capability(local_gpu)
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
-    if args.device == "cuda" and args.mlp_epilogue and args.model_dim % 8 != 0:
+    if args.mlp_epilogue and args.model_dim % 8 != 0:
         raise SetupError(f"--model_dim={args.model_dim} must be a multiple of 8 for --mlp_epilogue (TMA needs rows "
                          "of 16 bytes); change --num_heads or --head_dim, or pass --mlp_epilogue=false")
 
