@@ -1766,6 +1766,17 @@ def end_log_with_errors(log: RunLog):
     ERROR_LOG = log
 
 
+def tell_launcher(line: str, shown: bool):
+    """torchrun's summary of a failed run gives each rank's error file as the failure's cause ("To enable traceback
+    see ..." where a rank wrote none): this process's last line goes to the file torchrun names for it, with whether
+    its console shows the error (run.sh names a rank whose console does)."""
+    if path := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        try:
+            Path(path).write_text(json.dumps({"message": line, "timestamp": int(time.time()), "shown": shown}))
+        except OSError:  # the line is on the console and in the log already
+            pass
+
+
 def report_crashes():
     """A crash (a lost rank, a bug): its type and first line end rank 0's log once it is open and go to torchrun's
     summary, so that both say why the run stopped short; every rank's console gets the whole traceback."""
@@ -1997,7 +2008,7 @@ class KernelBuilds:
 
 
 # ----------------------------------------------------------------------------------------------
-# Warmup diagnostics: compile timers, the warmup's laps and the analysis of its profiled steps
+# Warmup: compile timers, the warmup's laps, the analysis of its profiled steps, and the warmup itself (undone)
 
 
 def compiler_seconds() -> dict[str, float]:
@@ -2184,8 +2195,43 @@ def communication_overlap(events) -> str | None:
             f"({100 * hidden / total:.0f}%) overlapped by compute kernels")
 
 
+def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
+           args: Hyperparameters, rank: int, world_size: int,
+           device: torch.device) -> tuple[str | None, WarmupLaps]:
+    """Compile and run the training and validation paths, then restore the initial state. The last
+    profile_steps warmup steps run under torch.profiler. Returns its table (None when there are none) and the
+    time each part took."""
+    laps = WarmupLaps(device)
+    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
+    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
+
+    def run_steps(steps):
+        for step in steps:
+            train_step(model, optimizers, batches, step, args, windows)
+
+    unprofiled = args.warmup_steps - args.profile_steps
+    if unprofiled:
+        run_steps(range(1))
+        laps.lap("step 1")
+    if unprofiled > 1:
+        run_steps(range(1, unprofiled))
+        laps.lap(f"steps 2-{unprofiled}")
+    table = None
+    if args.profile_steps:
+        table = profile_table(lambda: run_steps(range(unprofiled, args.warmup_steps)), device)
+        laps.lap(f"steps {unprofiled + 1}-{args.warmup_steps} profiled")
+    if args.warmup_steps:
+        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
+        laps.lap("validation")
+    raw_model.load_state_dict(initial_state["model"])
+    for opt, state in zip(optimizers, initial_state["opts"]):
+        opt.load_state_dict(state)
+    laps.lap("state restored")
+    return table, laps
+
+
 # ----------------------------------------------------------------------------------------------
-# Training step, schedules and validation
+# Training: the step, its schedules, validation, the clock, and the timed loop
 
 
 def lr_multiplier(step: int, args: Hyperparameters) -> float:
@@ -2347,45 +2393,6 @@ def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperp
     return line
 
 
-# ----------------------------------------------------------------------------------------------
-# Main: checks, setup, warmup (undone), then the timed training loop with validation
-
-
-def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict, train_files: list[str],
-           args: Hyperparameters, rank: int, world_size: int,
-           device: torch.device) -> tuple[str | None, WarmupLaps]:
-    """Compile and run the training and validation paths, then restore the initial state. The last
-    profile_steps warmup steps run under torch.profiler. Returns its table (None when there are none) and the
-    time each part took."""
-    laps = WarmupLaps(device)
-    initial_state = copy.deepcopy(dict(model=raw_model.state_dict(), opts=[o.state_dict() for o in optimizers]))
-    batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
-
-    def run_steps(steps):
-        for step in steps:
-            train_step(model, optimizers, batches, step, args, windows)
-
-    unprofiled = args.warmup_steps - args.profile_steps
-    if unprofiled:
-        run_steps(range(1))
-        laps.lap("step 1")
-    if unprofiled > 1:
-        run_steps(range(1, unprofiled))
-        laps.lap(f"steps 2-{unprofiled}")
-    table = None
-    if args.profile_steps:
-        table = profile_table(lambda: run_steps(range(unprofiled, args.warmup_steps)), device)
-        laps.lap(f"steps {unprofiled + 1}-{args.warmup_steps} profiled")
-    if args.warmup_steps:
-        evaluate(model, val_tokens, args, rank, world_size, windows[1], max_steps=1)
-        laps.lap("validation")
-    raw_model.load_state_dict(initial_state["model"])
-    for opt, state in zip(optimizers, initial_state["opts"]):
-        opt.load_state_dict(state)
-    laps.lap("state restored")
-    return table, laps
-
-
 def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, clock: TrainingClock,
           args: Hyperparameters, rank: int, world_size: int, device: torch.device, flops: float) -> str | None:
     """Training steps with validation every val_loss_every steps and at the end, timed by clock.
@@ -2415,6 +2422,10 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
         if pending is not None and not log_train_loss(log, pending, clock, args):
             return f"non-finite train loss at step {pending[0]}"
         pending = (step + 1, *to_host_at_mark(loss, device))
+
+
+# ----------------------------------------------------------------------------------------------
+# Main: checks, setup, warmup, training; a setting, data or memory error, or a signal, ends a run in one line
 
 
 def main():
@@ -2495,17 +2506,6 @@ def main():
             os._exit(exit_code)
     if exit_code:
         sys.exit(exit_code)
-
-
-def tell_launcher(line: str, shown: bool):
-    """torchrun's summary of a failed run gives each rank's error file as the failure's cause ("To enable traceback
-    see ..." where a rank wrote none): this process's last line goes to the file torchrun names for it, with whether
-    its console shows the error (run.sh names a rank whose console does)."""
-    if path := os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        try:
-            Path(path).write_text(json.dumps({"message": line, "timestamp": int(time.time()), "shown": shown}))
-        except OSError:  # the line is on the console and in the log already
-            pass
 
 
 def report_error(line: str, console: bool):
