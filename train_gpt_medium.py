@@ -2011,7 +2011,7 @@ class KernelBuilds:
 # Warmup: compile timers, the warmup's laps, the analysis of its profiled steps, and the warmup itself (undone)
 
 
-def compiler_seconds() -> dict[str, float]:
+def compile_phase_seconds() -> dict[str, float]:
     """The compiler's own seconds per phase so far (torch._dynamo's timers, one total per phase; nested phases
     overlap)."""
     names, seconds = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
@@ -2019,14 +2019,14 @@ def compiler_seconds() -> dict[str, float]:
 
 
 def compile_phases(count: int = 30) -> str:
-    """compiler_seconds, longest first: where a cold start's compile goes."""
-    longest = sorted(compiler_seconds().items(), key=lambda item: -item[1])[:count]
+    """compile_phase_seconds, longest first: where a cold start's compile goes."""
+    longest = sorted(compile_phase_seconds().items(), key=lambda item: -item[1])[:count]
     return ", ".join(f"{name} {value:.1f}" for name, value in longest)
 
 
 def compiling_seconds() -> float:
     """Seconds the compiler has spent so far (the phase around each frame it compiles)."""
-    return compiler_seconds().get("_compile.compile_inner", 0.0)
+    return compile_phase_seconds().get("_compile.compile_inner", 0.0)
 
 
 def sync(device: torch.device):
