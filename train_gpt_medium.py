@@ -1926,7 +1926,7 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     return launches
 
 
-def newton_schulz_builds(muon: torch.optim.Optimizer, device: torch.device):
+def newton_schulz_builds(muon: Muon, device: torch.device):
     """sym_matmul's builds for the shapes of Muon's matrices, launched as orthogonalize calls it, one after another
     (shapes that Triton specialises alike build once): X X^T of the wide layout and, for a tall matrix, of the first
     iteration's transposed view, then a I + b A + c A A, and Gram Newton-Schulz's products of two symmetric matrices.
