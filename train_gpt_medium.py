@@ -2230,6 +2230,26 @@ def warmup(model, raw_model: GPT, optimizers, val_tokens: Tensor, windows: dict,
     return table, laps
 
 
+def finish_startup(log, builds: KernelBuilds | None, table: str | None, laps: WarmupLaps, args: Hyperparameters,
+                   rank: int, warmup_start: float) -> float:
+    """After the warmup: the kernel builds waited for, the compile cache written (rank 0), and what the start-up found
+    logged. Returns the start-up's seconds, from the process's start to training's."""
+    if builds is not None:
+        log.write(builds.finish())
+    if table is not None:
+        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps + 1}-{args.warmup_steps}:"
+                  f"\n{table}", console=False)
+    if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
+        log.write(note)
+    if args.compile:
+        log.write(f"compile phases (s): {compile_phases()}; cache lookups: {compile_cache_lookups()}", console=False)
+    log.write(f"warmup parts: {laps}", console=False)
+    startup_s = time.perf_counter() - PROCESS_START
+    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
+              f"(compile included, state restored); training starts at {startup_s:.1f}s")
+    return startup_s
+
+
 # ----------------------------------------------------------------------------------------------
 # Training: the step, its schedules, validation, the clock, and the timed loop
 
@@ -2470,23 +2490,18 @@ def main():
     warmup_start = time.perf_counter()
     table, laps = warmup(model, raw_model, optimizers, val_tokens, windows, train_files, args, rank, world_size,
                          device)
-    if builds is not None:
-        log.write(builds.finish())
-    if table is not None:
-        log.write(f"profile of warmup steps {args.warmup_steps - args.profile_steps + 1}-{args.warmup_steps}:"
-                  f"\n{table}", console=False)
-    if rank == 0 and (note := save_compile_cache(args.compile_cache)) is not None:
-        log.write(note)
-    if args.compile:
-        log.write(f"compile phases (s): {compile_phases()}; cache lookups: {compile_cache_lookups()}", console=False)
-    log.write(f"warmup parts: {laps}", console=False)
-    startup_s = time.perf_counter() - PROCESS_START
-    log.write(f"warmup: {args.warmup_steps} steps in {time.perf_counter() - warmup_start:.1f}s "
-              f"(compile included, state restored); training starts at {startup_s:.1f}s")
+    startup_s = finish_startup(log, builds, table, laps, args, rank, warmup_start)
 
     batches = train_batches(train_files, args.train_seq_len, rank, world_size, device)
     clock = TrainingClock(device)
     stop = train(model, optimizers, batches, val_tokens, windows, log, clock, args, rank, world_size, device, flops)
+    end_run(log, stop, clock, startup_s, rank, world_size, device)
+
+
+def end_run(log, stop: str | None, clock: TrainingClock, startup_s: float, rank: int, world_size: int,
+            device: torch.device):
+    """The run's closing lines (why it stopped short, where it did; its times; the GPU's peak memory), then its exit:
+    the process group left, and status 1 where it stopped short."""
     if stop is not None:
         clock.stop()  # train returned with it running: its last steps count in the time line
         line = f"stopped: {stop}; lower the learning rates or check the data"
