@@ -488,15 +488,13 @@ def relu_square_grads_kernel(a_ptr, grad_a_ptr, a_scale_ptr, grad_scale_ptr, a_t
                              STORE_GRAD_H_T: tl.constexpr):
     """One block of a = relu(h)^2 / a_scale (tokens x hidden, the forward's e4m3 copy) and of a's gradient to a
     transposed (the same bytes) and h's gradient / grad_scale, clamped to e5m2's range, with relu(h) = sqrt(a *
-    a_scale) by the approximate root (one MUFU op: the correctly rounded one sends relu's zeros down a slow path, 395
-    against 337 us a call on an H100; the start-up check and perf/gpu_checks.py find torch's bytes, the e5m2 cast
-    hiding its last-bit differences); with STORE_GRAD_H_T h's gradient also transposed (one pass, no transpose kernel
-    after it). Triton swaps each transposed store's layout through shared memory, so every load and store is
-    coalesced. a's transposed store comes last: stored right after the load as the loaded bytes, they stayed live
-    through the arithmetic (128 registers instead of 72 with the correctly rounded root, perf/kernel_report.py).
-    Built by Triton 3.6's bundled ptxas, the one pass came out wrong on the H200 in its transposed gradient (22% of
-    the bytes, some NaN), and right when built by torch's (perf/NOTES.md, session 14): the op takes it only where
-    one_pass_relu_square_is_exact, its start-up check, found it so."""
+    a_scale) by the approximate root (one MUFU op; the correctly rounded one sends relu's zeros down a slow path, and
+    the e5m2 cast hides the last-bit differences: the start-up check and perf/gpu_checks.py find torch's bytes); with
+    STORE_GRAD_H_T h's gradient also transposed (one pass, no transpose kernel after it). Triton swaps each
+    transposed store's layout through shared memory, so every load and store is coalesced. a's transposed store
+    comes last, so that the loaded bytes are not kept live through the arithmetic (registers: perf/kernel_report.py).
+    Triton 3.6's bundled ptxas built the one pass wrong on the H200 (its transposed gradient), torch's right: the op
+    takes it only where one_pass_relu_square_is_exact, its start-up check, found it so (perf/NOTES.md, session 14)."""
     r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     c = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     mask = (r < rows)[:, None] & (c < cols)[None, :]
@@ -616,18 +614,18 @@ def grad_a_bound(proj_f8: Tensor) -> Tensor:
 class FP8MLP(torch.autograd.Function):
     """relu(x @ fc_w)^2 @ proj_w.T (x: tokens x dim, RMS-normed; fc_w, proj_w: dim x hidden) on the FP8 tensor cores:
     e4m3 operands forward, e5m2 gradients backward (--fp8_mlp; later records quantise the up projection's forward
-    only). x's scale is fixed, as the head's (normed_e4m3_scale), so the cast needs no maximum first and can fuse into
-    the norm's kernel (x's sampled maximum took three kernels and the cast a second pass over x, ~56 us a layer on an
-    H100: perf/NOTES.md session 67); the other scales come from the tensors themselves. The weights come cast
-    (mlp_weight_casts of fc_w and proj_w as they are); fc_w and proj_w are here for their gradients. Plain autograd
-    traced by torch.compile, so the scaling and the casts fuse with the neighbouring elementwise work, except the two
-    passes over the hidden activations: the up projection, whose GEMM writes a's e4m3 copy from its fp32 h
-    (fp8_relu_square_up; a's scale comes first, from a GEMM of the sampled rows alone), and the backward's
-    fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps instead of the
-    bf16 h (half the bytes), and from a's gradient, which its GEMM writes in e5m2 divided by grad_a_bound (half the
-    bytes of bf16 to write and to read: perf/NOTES.md, session 73). The weight gradients' transposed operands x and
+    only). x's scale is fixed, as the head's (normed_e4m3_scale), so the cast needs no maximum first (no reduction
+    kernels, no second pass over x) and fuses into the norm's kernel; the other scales come from the tensors
+    themselves. The weights come cast (mlp_weight_casts of fc_w and proj_w as they are); fc_w and proj_w are here for
+    their gradients. Plain autograd traced by torch.compile, so the scaling and the casts fuse with the neighbouring
+    elementwise work, except the two passes over the hidden activations: the up projection, whose GEMM writes a's
+    e4m3 copy from its fp32 h (fp8_relu_square_up; a's scale comes first, from a GEMM of the sampled rows alone), and
+    the backward's fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps
+    instead of the bf16 h (half the bytes), and from a's gradient, which its GEMM writes in e5m2 divided by
+    grad_a_bound (half the bytes of bf16 to write and to read). The weight gradients' transposed operands x and
     grad_y come from float8_transposed, x's made in the forward and kept. a's and the gradients' scales sample every
-    row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again)."""
+    row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again). Measured: perf/NOTES.md,
+    sessions 67 and 73."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
@@ -767,11 +765,10 @@ def softcap_ce_kernel(logits_ptr, targets_ptr, loss_ptr, grad_ptr, vocab, inv_gr
     arithmetic already takes more issue slots: a quarter brings them level with the unit's cycles. The second pass
     rereads the row (100 KB of bf16 at the GPT-2 vocabulary): the first pass's loads ask L2 to keep it (evict_last),
     the second's, and the gradient's stores, to drop theirs first, so that the reread comes from L2 rather than HBM
-    (with CE_BLOCK's launch: 3.98 -> 3.27 ms a call on an H100, perf/NOTES.md session 67)."""
+    (with CE_BLOCK's launch; perf/NOTES.md, session 67)."""
     row = tl.program_id(0).to(tl.int64)
     row_logits, row_grad = logits_ptr + row * vocab, grad_ptr + row * vocab
-    # softcap(z) lies in (0, 30): 2^(...) cannot overflow, no max needed. Half of each block's exps go to the FMA
-    # units, which the first pass leaves idle: it would otherwise wait on two special-function ops an entry
+    # softcap(z) lies in (0, 30): 2^(...) cannot overflow, no max needed
     total = tl.zeros([BLOCK // 2], tl.float32)
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK // 2)
@@ -1878,7 +1875,7 @@ def block_rows(blocks: Tensor) -> tuple[Tensor, Tensor]:
     """Block matrices (... x rows x columns) as FlexAttention's BlockMask holds them: each row's count of blocks, and
     their column indices, ascending, then the other columns (a stable descending argsort of the row). An opaque op, so
     that the argsort runs as torch's sort kernel: compiled, inductor fused the forward's argsorts into one Triton
-    kernel whose build took 77.6 s of a 190-s cold start (68 s in Triton's passes over its sorting networks)."""
+    kernel whose build (Triton's passes over its sorting networks) took ~40% of a cold start (perf/NOTES.md)."""
     indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
     return blocks.sum(-1, dtype=torch.int32), indices.to(torch.int32).contiguous()
 
@@ -2568,9 +2565,9 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
 
 def reuse_freed_cpu_memory():
     """CPU runs: glibc's malloc keeps freed memory for the next allocation instead of handing every block over 32 MB
-    back to the kernel, which zeroes its pages again when they are next touched. The tiny CPU run's head tensors:
-    11.9 -> 5.0 s a step in one process (most of it system time), peak memory 1.2 -> 2.1 GB.
-    Off glibc, nothing to do."""
+    back to the kernel, which zeroes its pages again when they are next touched: the tiny CPU run's head tensors are
+    such blocks, and their zeroing was most of its step time (steps ~2x faster, peak memory higher: perf/NOTES.md,
+    session 43). Off glibc, nothing to do."""
     libc = ctypes.CDLL(None)
     if hasattr(libc, "mallopt"):
         libc.mallopt(-4, 0)  # M_MMAP_MAX: no block of its own mapping
@@ -2856,12 +2853,12 @@ def save_compile_cache(path: str) -> str | None:
 
 def trace_autograd_functions_as_one_call():
     """Before torch.compile: fp8_mlp, fp8_attention_inputs and summed_lookup become one call each in dynamo's graph,
-    and AOTAutograd traces their autograd.Functions into the compiled graphs as before (the same ops). Dynamo traced an
-    autograd.Function's forward and backward at every call: the MLP was half of the model's tracing
-    (perf/trace_time.py, tiny model on the CPU: 6.0 -> 3.2 s), at every start, warm ones too. AOTAutograd's cache
-    skips graphs that call a Python function unless it is marked cacheable (each start would re-trace and
-    re-partition the model); each mark's key is the source of what the function runs, so that an edited FP8MLP or
-    FP8AttentionInputs misses instead of reusing old graphs."""
+    and AOTAutograd traces their autograd.Functions into the compiled graphs as before (the same ops), where dynamo
+    would trace each autograd.Function's forward and backward at every call, at every start, warm ones too (the MLP
+    was half of the model's tracing: perf/trace_time.py measures it). AOTAutograd's cache skips graphs that call a
+    Python function unless it is marked cacheable (each start would re-trace and re-partition the model); each mark's
+    key is the source of what the function runs, so that an edited FP8MLP or FP8AttentionInputs misses instead of
+    reusing old graphs."""
     for function, parts in [(fp8_mlp, (FP8MLP, normed_e4m3_scale, to_float8_scaled, float8_scale, to_float8, scaled_mm,
                                        relu_square_grad, sampled_relu_square_scale)),
                             (fp8_attention_inputs, (FP8AttentionInputs, rowwise_float8, rowwise_scaled_mm, to_float8)),

@@ -1028,7 +1028,7 @@ def block_rows(blocks: Tensor) -> tuple[Tensor, Tensor]:
     """Block matrices (... x rows x columns) as FlexAttention's BlockMask holds them: each row's count of blocks, and
     their column indices, ascending, then the other columns (a stable descending argsort of the row). An opaque op, so
     that the argsort runs as torch's sort kernel: compiled, inductor fused the forward's argsorts into one slowly
-    built Triton kernel (the op took the H200's cold start from 190.6 to 110.3 s)."""
+    built Triton kernel (the op took ~40% off the H200's cold start: perf/NOTES.md, session 17)."""
     indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
     return blocks.sum(-1, dtype=torch.int32), indices.to(torch.int32).contiguous()
 
@@ -1594,9 +1594,9 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
 
 def reuse_freed_cpu_memory():
     """CPU runs: glibc's malloc keeps freed memory for the next allocation instead of handing every block over 32 MB
-    back to the kernel, which zeroes its pages again when they are next touched. The tiny CPU run's head tensors:
-    13.1 -> 4.5 s a step in one process (most of it system time), peak memory 1.6 -> 2.6 GB.
-    Off glibc, nothing to do."""
+    back to the kernel, which zeroes its pages again when they are next touched: the tiny CPU run's head tensors are
+    such blocks, and their zeroing was most of its step time (steps ~2x faster, peak memory higher: perf/NOTES.md,
+    session 43). Off glibc, nothing to do."""
     libc = ctypes.CDLL(None)
     if hasattr(libc, "mallopt"):
         libc.mallopt(-4, 0)  # M_MMAP_MAX: no block of its own mapping
