@@ -2389,17 +2389,17 @@ class TrainingClock:
         return self.total_ms + ms_between(self.started_mark, end_mark)
 
 
-def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> bool:
+def log_train_loss(log, pending: tuple, clock: TrainingClock, args: Hyperparameters) -> str | None:
     """Log a step's loss, read one step late from its host copy: the host waits for that step only, so the next
-    step, queued meanwhile, keeps the device busy. The step's time comes from the mark placed when it ended. False
-    when the loss is not finite."""
+    step, queued meanwhile, keeps the device busy. The step's time comes from the mark placed when it ended. Returns
+    why the run stops where the loss is not finite, else None."""
     step, host_loss, end_mark = pending
     wait_for(end_mark)
     value = host_loss.item()
     elapsed = clock.ms_at(end_mark)
     log.write(f"step:{step}/{args.num_iterations} train_loss:{value:.4f} "
               f"train_time:{elapsed:.0f}ms step_avg:{elapsed / step:.2f}ms")
-    return math.isfinite(value)
+    return None if math.isfinite(value) else f"non-finite train loss at step {step}"
 
 
 def validation_line(step: int, val_loss: float, training_ms: float, args: Hyperparameters,
@@ -2423,8 +2423,8 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
     for step in range(args.num_iterations + 1):
         last_step = step == args.num_iterations
         if last_step or (args.val_loss_every and step % args.val_loss_every == 0):
-            if pending is not None and not log_train_loss(log, pending, clock, args):
-                return f"non-finite train loss at step {pending[0]}"
+            if pending is not None and (stop := log_train_loss(log, pending, clock, args)):
+                return stop
             pending = None
             clock.stop()
             val_loss = evaluate(model, val_tokens, args, rank, world_size, windows[window_blocks_at(step, args)])
@@ -2439,8 +2439,8 @@ def train(model, optimizers, batches, val_tokens: Tensor, windows: dict, log, cl
         loss = train_step(model, optimizers, batches, step, args, windows)
         if world_size > 1:
             dist.all_reduce(loss, op=dist.ReduceOp.AVG)
-        if pending is not None and not log_train_loss(log, pending, clock, args):
-            return f"non-finite train loss at step {pending[0]}"
+        if pending is not None and (stop := log_train_loss(log, pending, clock, args)):
+            return stop
         pending = (step + 1, *to_host_at_mark(loss, device))
 
 

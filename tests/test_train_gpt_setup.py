@@ -526,7 +526,8 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
         loss = torch.tensor(value)
         host_loss, end_mark = script.to_host_at_mark(loss, torch.device("cpu"))
         assert host_loss is loss
-        assert script.log_train_loss(log, (step, host_loss, end_mark), clock, args) == (step == 3)
+        stop = script.log_train_loss(log, (step, host_loss, end_mark), clock, args)
+        assert stop == (None if step == 3 else f"non-finite train loss at step {step}")
     assert re.fullmatch(r"step:3/10 train_loss:2\.5000 train_time:\d+ms step_avg:[\d.]+ms", lines[0]), lines
     assert lines[1].startswith("step:4/10 train_loss:nan ")
 
