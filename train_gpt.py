@@ -2120,7 +2120,7 @@ class GPT(nn.Module):
         share = (smear_lambda * gate).type_as(embedded)[:, None]
         return torch.cat([embedded[:1], embedded[1:] + share * embedded[:-1]])
 
-    def tables(self) -> list[nn.Embedding]:
+    def embedding_tables(self) -> list[nn.Embedding]:
         return [self.embed, *self.value_embeds]
 
     def embedded(self, inputs: Tensor) -> tuple[Tensor, list[Tensor]]:
@@ -2130,16 +2130,16 @@ class GPT(nn.Module):
         if self.training:
             sorted_ids, order = inputs.flatten().sort()  # once for the four tables' backward (add_rows_)
             rows = [summed_lookup(inputs, t.weight, sums, sorted_ids, order)
-                    for t, sums in zip(self.tables(), self.table_grad_sums)]
+                    for t, sums in zip(self.embedding_tables(), self.table_grad_sums)]
         else:
-            rows = [table(inputs) for table in self.tables()]
+            rows = [table(inputs) for table in self.embedding_tables()]
         return rms_norm(self.smeared(rows[0])[None]), [r[None] for r in rows[1:]]
 
     @torch.no_grad()
     def take_table_grads(self):
         """Each embedding table's .grad from its gradient summed in fp32 over the micro-steps since the last call,
         rounded to the table's bf16 once; the sums zeroed for the next step."""
-        for table, sums in zip(self.tables(), self.table_grad_sums):
+        for table, sums in zip(self.embedding_tables(), self.table_grad_sums):
             table.weight.grad = sums.to(table.weight.dtype)
             sums.zero_()
 

@@ -544,17 +544,17 @@ def test_the_tables_gradients_are_summed_in_fp32_over_micro_steps_and_handed_ove
     window = torch.tensor(2, dtype=torch.int32)
     for tokens in batches:
         model(tokens[:-1].int(), tokens[1:].int(), window).backward()
-        assert all(table.weight.grad is None for table in model.tables())
+        assert all(table.weight.grad is None for table in model.embedding_tables())
     sums = model.table_grad_sums.clone()
     model.take_table_grads()
     assert torch.equal(model.table_grad_sums, torch.zeros_like(model.table_grad_sums))
-    for table, table_sums in zip(model.tables(), sums):
+    for table, table_sums in zip(model.embedding_tables(), sums):
         assert torch.equal(table.weight.grad, table_sums.bfloat16())
     monkeypatch.setattr(train_gpt, "summed_lookup", lambda ids, table, *sums_and_order: F.embedding(ids, table))
     plain = torch.zeros_like(sums)
     for tokens in batches:
         model.zero_grad(set_to_none=True)
         model(tokens[:-1].int(), tokens[1:].int(), window).backward()
-        plain += torch.stack([table.weight.grad.float() for table in model.tables()])
+        plain += torch.stack([table.weight.grad.float() for table in model.embedding_tables()])
     assert all(t.abs().sum() > 0 for t in plain)  # every table's gradient reaches the sums, the value tables' too
     assert torch.allclose(sums, plain, rtol=2 ** -6, atol=2 ** -6 * plain.abs().max().item())
