@@ -1262,24 +1262,19 @@ def read_shard_header(path: str) -> int:
     except OSError as error:  # a broken link, no permission
         raise DataError(f"{path}: cannot read it ({error.strerror}); fix the file or its pattern") from None
     if header is None:
-        raise DataError(f"{path}: truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header; "
-                        "re-download or re-tokenize it")
-    if header[0] != SHARD_MAGIC:
-        raise DataError(f"{path}: not a speedrun shard (magic {header[0]}, expected {SHARD_MAGIC}); "
-                        "re-download or re-tokenize it")
-    if header[1] != SHARD_VERSION:
-        raise DataError(f"{path}: unsupported shard version {header[1]} (expected {SHARD_VERSION}); "
-                        "re-download or re-tokenize it")
-    num_tokens = int(header[2])
-    if num_tokens < 0:
-        raise DataError(f"{path}: corrupt: the header's token count is negative ({num_tokens}); "
-                        "re-download or re-tokenize it")
-    expected = HEADER_BYTES + 2 * num_tokens
-    if size != expected:
-        problem = "truncated" if size < expected else "corrupt"
-        raise DataError(f"{path}: {problem}: header promises {num_tokens} tokens ({expected} bytes) but the "
-                        f"file has {size} bytes; re-download or re-tokenize it")
-    return num_tokens
+        problem = f"truncated: {size} bytes is shorter than the {HEADER_BYTES}-byte header"
+    elif header[0] != SHARD_MAGIC:
+        problem = f"not a speedrun shard (magic {header[0]}, expected {SHARD_MAGIC})"
+    elif header[1] != SHARD_VERSION:
+        problem = f"unsupported shard version {header[1]} (expected {SHARD_VERSION})"
+    elif (num_tokens := int(header[2])) < 0:
+        problem = f"corrupt: the header's token count is negative ({num_tokens})"
+    elif size != (expected := HEADER_BYTES + 2 * num_tokens):
+        problem = (f"{'truncated' if size < expected else 'corrupt'}: header promises {num_tokens} tokens "
+                   f"({expected} bytes) but the file has {size} bytes")
+    else:
+        return num_tokens
+    raise DataError(f"{path}: {problem}; re-download or re-tokenize it")
 
 
 def read_shard(path: str, limit: int | None = None) -> Tensor:
