@@ -2314,7 +2314,12 @@ def train_step(model, optimizers, batches, step: int, args, windows: dict) -> Te
 
 
 @torch.no_grad()
-def evaluate(model, val_tokens: Tensor, args, rank: int, world_size: int, window: Tensor, max_steps=None) -> float:
+def evaluate(model, val_tokens: Tensor, args: Hyperparameters, rank: int, world_size: int, window: Tensor,
+             max_steps: int | None = None) -> float:
+    """The validation loss per token, averaged over the ranks. val_tokens (load_val_tokens: inputs and targets, one
+    token longer) is cut into val_seq_len sequences, dealt to the ranks in turn; max_steps (the warmup's 1) caps the
+    sequences a rank takes. window: the attention window in blocks, a 0-d tensor (window_tensors). The model runs in
+    eval mode, which returns a sequence's mean loss, and is back in train mode after."""
     model.eval()
     steps = args.val_tokens // (world_size * args.val_seq_len)
     steps = min(steps, max_steps or steps)
