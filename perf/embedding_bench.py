@@ -75,7 +75,7 @@ def summed_rows(tg, ids, tables, grad_out, launch):
 
 def hand_over_ms(tg, tables, tiny: bool) -> float:
     """GPT.take_table_grads on the four tables' sums: their bf16 .grad, and the sums zeroed."""
-    holder = types.SimpleNamespace(tables=lambda: [types.SimpleNamespace(weight=t) for t in tables],
+    holder = types.SimpleNamespace(embedding_tables=lambda: [types.SimpleNamespace(weight=t) for t in tables],
                                    table_grad_sums=torch.ones(len(tables), *tables[0].shape, device=tables[0].device))
     return timed_us(lambda: tg.GPT.take_table_grads(holder), tiny) / 1000
 
