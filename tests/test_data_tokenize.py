@@ -629,6 +629,9 @@ def cgroup_files(folder: Path, files: dict) -> Path:
     ({"cpu.max": "200000 100000 7"}, 8), ({"cpu.max/oops": "a folder where the file was"}, 8),
     ({"cpu/cpu.cfs_quota_us": "abc", "cpu/cpu.cfs_period_us": "100000"}, 8),
     ({"cpu.max": "max 100000", "cpu/cpu.cfs_quota_us": "100000", "cpu/cpu.cfs_period_us": "100000"}, 8),  # v2 wins
+    # a cpu.max that is not two fields is no v2 quota: v1's pair is read instead
+    ({"cpu.max": "garbage", "cpu/cpu.cfs_quota_us": "300000", "cpu/cpu.cfs_period_us": "100000"}, 3),
+    ({"cpu.max": "1 100000"}, 1), ({"cpu.max": "3 1"}, 3),  # the smallest quota and period that set one
 ])
 def test_the_default_workers_stay_within_a_containers_cpu_quota(monkeypatch, tmp_path, files, cores):
     """A container limited to 2 cores' time (docker --cpus=2) on 8 it may run on: os.sched_getaffinity counts the
