@@ -457,6 +457,17 @@ def test_a_xz_that_does_not_unpack_is_one_line_naming_it_and_the_fix(tmp_path, r
     assert [p.name for p in (tmp_path / "data" / "proxy").iterdir()] == ["proxy_train_000001.bin"]  # no .part left
 
 
+def test_a_xz_that_does_not_unpack_names_the_carry_folder_it_came_from(tmp_path, repo_root):
+    """PROXY_CARRY names another folder than perf/carry: the fix carries that one again."""
+    carry_with(tmp_path, val=b"not xz at all", train=lzma.compress(TRAIN))
+    (tmp_path / "perf" / "carry").rename(tmp_path / "packed")
+    result = unpack_in(tmp_path, repo_root, before="PROXY_CARRY=packed && ")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: packed/proxy_val_000000.bin.xz does not unpack (Input format not supported by "
+                             "decoder); delete it, re-create it with bash perf/pack.sh ../shared/proxy and carry "
+                             "packed again\n")
+
+
 def test_a_shard_that_cannot_be_written_is_one_line_naming_it(tmp_path, repo_root):
     """The shard's side (here a file size limit, where a full disk would say 'No space left on device'), told apart
     from a bad .xz: the fix is not to pack again."""
@@ -468,12 +479,13 @@ def test_a_shard_that_cannot_be_written_is_one_line_naming_it(tmp_path, repo_roo
     assert list((tmp_path / "data" / "proxy").iterdir()) == []
 
 
-@pytest.mark.parametrize("carry", ["missing", "empty", "val only"])
+@pytest.mark.parametrize("carry", ["missing", "empty", "val only", "train only"])
 def test_no_shards_to_run_on_is_one_line_naming_the_carry(tmp_path, repo_root, carry):
     """The carry folder left out of a device call (or holding only some shards): nothing said, then every run of the
     tool failed on the missing shards, with the track script's fix for FineWeb's (a download)."""
     if carry != "missing":
-        carry_with(tmp_path, **({"val": lzma.compress(VAL)} if carry == "val only" else {}))
+        packed = {"val only": {"val": lzma.compress(VAL)}, "train only": {"train": lzma.compress(TRAIN)}}
+        carry_with(tmp_path, **packed.get(carry, {}))
     result = unpack_in(tmp_path, repo_root)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("error: no proxy shards (proxy_val_*.bin and proxy_train_*.bin) in data/proxy/ or packed "
