@@ -390,7 +390,8 @@ def test_rerun_takes_its_launcher_from_run_sh_and_names_a_missing_one(tmp_path, 
     argv = module.executed_argv([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "S"])
     assert argv == [sys.executable, "-c", code, "--nproc_per_node=2", "S"]
     assert module.executed_argv([sys.executable, "S", "--x=1"]) == [sys.executable, "S", "--x=1"]
-    for text in [None, "#!/bin/bash\nexec torchrun \"$@\"\n"]:
+    cut = "#!/bin/bash\nexec \"$python\" -c 'import sys\n"  # cut short: the launcher's start, not its end
+    for text in [None, "#!/bin/bash\nexec torchrun \"$@\"\n", cut]:
         fake = tmp_path / "run.sh"
         if text is not None:
             fake.write_text(text)
