@@ -231,6 +231,10 @@ def test_shard_header_errors(tmp_path, script):
         (raw_file(tmp_path / "negative.bin", [20240520, 1, -1], 0),
          f"{tmp_path / 'negative.bin'}: corrupt: the header's token count is negative (-1); re-download or "
          "re-tokenize it"),
+        # a file that is no shard at all: its magic is the problem named, not the version its bytes happen to hold
+        (raw_file(tmp_path / "other.bin", [1234, 7, -1], 0),
+         f"{tmp_path / 'other.bin'}: not a speedrun shard (magic 1234, expected 20240520); re-download or "
+         "re-tokenize it"),
     ]
     for path, message in cases:
         with pytest.raises(script.DataError) as error:
