@@ -249,6 +249,13 @@ def test_device_cpu_in_capitals_without_a_gpu_is_the_scripts_error_not_no_gpu(sh
     (["--device= cpu"], ""),  # spaces around a value are dropped, as the script drops them
     ([" --device=cuda "], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
                           "processes) for a tiny CPU run\n"),  # run.sh's own line, as without --device
+    # --device=cuda said, in any case, as run.sh reads it: its own line too, not the script's "CUDA is not available"
+    (["--device=cuda"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
+                        "processes) for a tiny CPU run\n"),
+    (["--device=CUDA"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
+                        "processes) for a tiny CPU run\n"),
+    (["--device=cpu", "--device=cuda"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and "
+                                        "NPROC=n for n processes) for a tiny CPU run\n"),  # the last one wins
 ])
 def test_without_a_gpu_a_device_setting_run_sh_cannot_read_is_left_to_the_scripts_check(shards, device, said):
     """Without a GPU, run.sh stops at "no CUDA GPU found" only for --device=cuda (the default): a --device it cannot
@@ -258,6 +265,17 @@ def test_without_a_gpu_a_device_setting_run_sh_cannot_read_is_left_to_the_script
     result = run_sh(*settings, *data_args(shards), *device, "--check_only=true",
                     env={"CUDA_VISIBLE_DEVICES": "", "NPROC": ""})
     assert (result.returncode, result.stderr) == ((2, said) if said else (0, "")), result.stdout + result.stderr
+
+
+def test_a_device_setting_after_check_only_leaves_check_only_as_given(shards, tmp_path):
+    """run.sh reads --check_only=true and --device=cpu in one loop: the --device after it is not a --check_only, and
+    the run is the check alone (no training, no log)."""
+    settings = [arg for arg in TINY if arg != "--device=cpu"]
+    result = run_sh(*settings, *data_args(shards), f"--logs_dir={tmp_path}", "--check_only=true", "--device=cpu",
+                    env={"CUDA_VISIBLE_DEVICES": "", "NPROC": ""})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "ok: settings, data and device checked for world size 1\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
