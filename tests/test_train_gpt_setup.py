@@ -562,6 +562,145 @@ def test_the_training_clock_adds_up_its_running_spans_and_keeps_the_stopped_ones
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("val_loss_every", [0, 2])
+def test_training_stops_at_the_first_non_finite_train_loss_whether_read_in_the_loop_or_at_a_validation(
+        script, val_loss_every, monkeypatch):
+    """Step 2's loss is NaN: read once step 3 is queued (no validation), or at step 2's validation, where the run
+    stops before validating (a NaN model validated would stop on its validation loss instead). Stand-ins for the
+    step and the validation, on the CPU."""
+    validated, stepped = [], []
+    monkeypatch.setattr(script, "train_step", lambda *a: stepped.append(a[3]) or torch.tensor(
+        float("nan") if a[3] == 1 else 2.0))
+    monkeypatch.setattr(script, "evaluate", lambda model, tokens, args, rank, ws, window: validated.append(0) or 3.0)
+    args = script.Hyperparameters(num_iterations=6, val_loss_every=val_loss_every, window_start=0, window_end=128,
+                                  device="cpu")
+    lines, cpu = [], torch.device("cpu")
+    casts = (None,) if script is train_gpt else ()  # track 1's weight_casts
+    stop = script.train(None, [], *casts, None, None, {1: None, 2: None}, SimpleNamespace(write=lines.append),
+                        script.TrainingClock(cpu), args, 0, 1, cpu, 1e9)
+    assert stop == "non-finite train loss at step 2"
+    assert validated == ([0] if val_loss_every else [])  # step 0's validation only
+    assert stepped == ([0, 1, 2] if val_loss_every == 0 else [0, 1])
+    assert lines[-1].startswith("step:2/6 train_loss:nan ")
+
+
+class LogLines:
+    """A stand-in RunLog: each line written, with whether it goes to the console too."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write(self, text: str, console: bool = True):
+        self.lines.append((text, console))
+
+
+def fake_clock_time(monkeypatch, script, now: list):
+    """script's time.perf_counter reads now[0]; its process started at 100 s."""
+    monkeypatch.setattr(script, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(script, "PROCESS_START", 100.0)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_finish_startup_logs_what_the_start_up_found_in_order_and_returns_the_start_ups_seconds(script, rank,
+                                                                                              monkeypatch):
+    """The builds' line, the profile table (log only), the compile cache's note (rank 0 writes the cache), the
+    compile phases and the warmup's parts (log only), then the warmup's line with the start-up's seconds, which the
+    closing time line repeats. The e2e runs reach none of the first lines: no builds or compile on the CPU."""
+    now, saved = [130.0], []
+    fake_clock_time(monkeypatch, script, now)
+    monkeypatch.setattr(script, "save_compile_cache", lambda path: saved.append(path) or f"compile cache: to {path}")
+    monkeypatch.setattr(script, "compile_phases", lambda: "_compile.compile_inner 9.0")
+    monkeypatch.setattr(script, "compile_cache_lookups", lambda: "1 hit")
+    device = (torch.device("cpu"),) if script is train_gpt else ()  # track 1's FP8 MLP line is the GPU's
+    args = script.Hyperparameters(warmup_steps=10, profile_steps=2, compile=True, compile_cache="c.bin")
+    log, builds = LogLines(), SimpleNamespace(finish=lambda: "startup: 3 kernel launches built")
+    assert script.finish_startup(log, builds, "TABLE", "step 1 2.0s", args, rank, *device, 110.0) == 30.0
+    assert log.lines == [("startup: 3 kernel launches built", True),
+                         ("profile of warmup steps 9-10:\nTABLE", False),
+                         *([("compile cache: to c.bin", True)] if rank == 0 else []),
+                         ("compile phases (s): _compile.compile_inner 9.0; cache lookups: 1 hit", False),
+                         ("warmup parts: step 1 2.0s", False),
+                         ("warmup: 10 steps in 20.0s (compile included, state restored); training starts at 30.0s",
+                          True)]
+    assert saved == (["c.bin"] if rank == 0 else [])
+    monkeypatch.setattr(script, "save_compile_cache", lambda path: None)  # no --compile_cache: no note
+    log, args = LogLines(), script.Hyperparameters(warmup_steps=0, profile_steps=0, compile=False)
+    assert script.finish_startup(log, None, None, "", args, rank, *device, 125.0) == 30.0
+    assert log.lines == [("warmup parts: ", False),
+                         ("warmup: 0 steps in 5.0s (compile included, state restored); training starts at 30.0s", True)]
+
+
+@pytest.mark.parametrize("fp8_mlp, exact, line", [
+    (True, True, "FP8 MLP backward: one pass (start-up check exact)"),
+    (True, False, "FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas torch's)"),
+    (False, None, None),
+])
+def test_finish_startup_says_which_fp8_mlp_backward_the_gpus_start_up_check_chose(fp8_mlp, exact, line, monkeypatch):
+    """After the builds' line (the builds answer the check), on the GPU with --fp8_mlp only; never on the CPU."""
+    fake_clock_time(monkeypatch, train_gpt, [130.0])
+    checked = []
+    monkeypatch.setattr(train_gpt, "one_pass_relu_square_is_exact", lambda device: checked.append(device) or exact)
+    monkeypatch.setattr(train_gpt, "ptxas_in_use", lambda: "torch's")
+    args = train_gpt.Hyperparameters(warmup_steps=0, profile_steps=0, compile=False, fp8_mlp=fp8_mlp)
+    builds = SimpleNamespace(finish=lambda: "startup: built")
+    for device in (torch.device("cuda", 0), torch.device("cpu")):
+        log = LogLines()
+        train_gpt.finish_startup(log, builds if device.type == "cuda" else None, None, "", args, 1, device, 130.0)
+        fp8 = [(line, True)] if device.type == "cuda" and line else []
+        assert log.lines[:-2] == ([("startup: built", True)] if device.type == "cuda" else []) + fp8
+    assert checked == ([torch.device("cuda", 0)] if fp8_mlp else [])
+
+
+class Exited(Exception):
+    """os._exit's stand-in: the process would end here."""
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("stop", [None, "non-finite train loss at step 7"], ids=["finished", "stopped"])
+@pytest.mark.parametrize("rank, world_size, device", [(0, 1, "cpu"), (1, 2, "cpu"), (0, 2, "cuda")])
+def test_end_run_writes_the_closing_lines_and_exits_1_where_the_run_stopped_short(script, stop, rank, world_size,
+                                                                                  device, monkeypatch):
+    """Why the run stopped (the log's and, shown on the console by rank 0 only, torchrun's summary's), the time line
+    (a stopped run's clock stopped first, so that its last steps count), the GPU's peak memory; then the process
+    group left, and exit status 1 for a stopped run: through os._exit for several CPU processes, whose gloo threads
+    can abort the interpreter's teardown."""
+    now, told, left = [110.0], [], []
+    fake_clock_time(monkeypatch, script, now)
+    monkeypatch.setattr(script, "tell_launcher", lambda line, shown: told.append((line, shown)))
+    monkeypatch.setattr(script.dist, "destroy_process_group", lambda: left.append(True))
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(Exited(code)))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 3 * 2**20 + 5)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda: 4 * 2**20)
+    clock = script.TrainingClock(torch.device("cpu"))  # 1 s of training, 3 s of validation, 2 s of training
+    clock.start()
+    now[0] = 111.0
+    clock.stop()
+    now[0] = 114.0
+    clock.start()
+    now[0] = 116.0
+    if stop is None:  # train stopped it for the last validation
+        clock.stop()
+    now[0] = 117.0  # a stopped run's clock runs until end_run: 1 s more of training
+    log = LogLines()
+    code = 0 if stop is None else 1
+    exits = Exited if world_size > 1 and device == "cpu" else SystemExit
+    if code or exits is Exited:
+        with pytest.raises(exits) as exited:
+            script.end_run(log, stop, clock, 9.5, rank, world_size, torch.device(device))
+        assert exited.value.args[0] == code
+    else:
+        assert script.end_run(log, stop, clock, 9.5, rank, world_size, torch.device(device)) is None
+    stopped = f"stopped: {stop}; lower the learning rates or check the data"
+    training = "3.0" if stop is None else "4.0"
+    assert log.lines == [*([(stopped, True)] if stop else []),
+                         (f"time: startup 9.5s, training {training}s, validation 3.0s, total 17.0s", True),
+                         *([("peak memory allocated: 3 MiB reserved: 4 MiB", True)] if device == "cuda" else [])]
+    assert told == ([(stopped, rank == 0)] if stop else [])
+    assert left == ([True] if world_size > 1 else [])
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_validation_line_gives_throughput_of_all_ranks_and_mfu_per_gpu(script):
     """8 GPUs x 1 micro-step or 2 x 4 take the same 8 x 48K = 393,216 tokens a step. 50 steps in 25 s: 500 ms a
     step, 393,216 / 0.5 s = 786,432 tokens/s. 8e14 FLOPs a step in 0.5 s is 1.6e15 FLOP/s, against 8 GPUs x 500
