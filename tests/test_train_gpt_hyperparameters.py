@@ -578,7 +578,7 @@ def fake_gpu(monkeypatch, capability, rowwise_fp8: bool = True):
     ((8, 9), None), ((9, 0), None),
 ])
 def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capability, message):
-    fake_gpu(monkeypatch, capability)
+    fake_gpu(monkeypatch, capability, rowwise_fp8=message is None)  # an sm_80 runs no FP8 matmul, its message first
     if message is None:
         train_gpt.check_settings(Hyperparameters(), 1)
         return
@@ -688,6 +688,28 @@ def test_a_local_rank_past_the_gpus_is_one_error_line(monkeypatch, script):
                                 "process per GPU")
     monkeypatch.setenv("LOCAL_RANK", "0")
     script.check_settings(script.Hyperparameters(), 2)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_gpu_checks_name_the_node_then_the_ranks_gpu_before_asking_what_it_can_do(monkeypatch, script):
+    """check_gpu's order: too many processes for the node's GPUs is the problem where a rank's GPU is missing too,
+    and a missing GPU is named before its capability is asked (torch raises for a GPU that is not there)."""
+    def capability(device=None):
+        if device >= torch.cuda.device_count():
+            raise AssertionError("Invalid device id")
+        return (8, 0)
+
+    fake_gpu(monkeypatch, None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
+    assert str(error.value) == "2 processes per node, more than the GPUs on it (1); launch one process per GPU"
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")  # a hand launch: LOCAL_RANK=1 on a machine of one GPU
+    with pytest.raises(script.LaunchError) as error:
+        script.check_settings(script.Hyperparameters(), 2)
+    assert str(error.value).startswith("LOCAL_RANK=1, but this machine shows 1 GPU(s) ")
 
 
 def test_a_gpu_without_rowwise_fp8_matmuls_is_one_error_line_unless_the_qkv_projection_stays_bf16(monkeypatch):
