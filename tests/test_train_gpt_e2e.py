@@ -294,15 +294,19 @@ def test_validation_gives_each_rank_its_own_sequences_and_together_every_token(s
 
         def forward(self, inputs, targets, window):
             assert torch.equal(targets, inputs + 1) and inputs.numel() == 8 and not self.training
+            assert window is given  # the window evaluate was handed
             self.read.append(int(inputs[0]))
             return inputs[0].float()
 
-    seen = []
+    seen, given = [], torch.tensor(3)
     for rank in range(2):
         model = FirstToken()
-        loss = script.evaluate(model, val_tokens, args, rank, 2, torch.tensor(1))
+        loss = script.evaluate(model, val_tokens, args, rank, 2, given)
         assert model.read == [8 * rank, 8 * (rank + 2)] and loss == sum(model.read) / 2 and model.training
         seen += model.read
     assert sorted(seen) == [0, 8, 16, 24] and reduced == [script.dist.ReduceOp.AVG] * 2
     model = FirstToken()  # the warmup's validation: one sequence a rank, to compile the path before the clock starts
-    assert script.evaluate(model, val_tokens, args, 1, 2, torch.tensor(1), max_steps=1) == 8 and model.read == [8]
+    assert script.evaluate(model, val_tokens, args, 1, 2, given, max_steps=1) == 8 and model.read == [8]
+    model = FirstToken()  # one process: every sequence, its own mean, no all-reduce (no process group to join)
+    assert script.evaluate(model, val_tokens, args, 0, 1, given) == 12 and model.read == [0, 8, 16, 24]
+    assert reduced == [script.dist.ReduceOp.AVG] * 3
