@@ -303,11 +303,12 @@ LAUNCHER_START, LAUNCHER_END = "exec \"$python\" -c '", "' --standalone"  # arou
 def run_sh_launcher() -> str:
     """run.sh's torchrun launcher code (one copy, run.sh's): a rank that fails has printed its own error, and the
     launcher's 30-40-line traceback after it becomes one line naming the rank, with the rank's status."""
-    text = RUN_SH.read_text() if RUN_SH.is_file() else ""
-    if LAUNCHER_START not in text or LAUNCHER_END not in text.split(LAUNCHER_START, 1)[1]:
+    _, start, rest = (RUN_SH.read_text() if RUN_SH.is_file() else "").partition(LAUNCHER_START)
+    code, end, _ = rest.partition(LAUNCHER_END)
+    if not (start and end):
         raise ToolError(f"{RUN_SH} is missing or holds no launcher (exec \"$python\" -c '...' --standalone); "
                         "restore it from the repository (git checkout run.sh)")
-    return text.split(LAUNCHER_START, 1)[1].split(LAUNCHER_END, 1)[0]
+    return code
 
 
 def executed_argv(argv):

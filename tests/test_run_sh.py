@@ -13,6 +13,7 @@ import torch.distributed.run
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from data.shards import write_shard
+from records.tool import run_sh_launcher
 from stand_ins import popen_that_takes_ctrl_c
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +188,7 @@ def test_a_process_that_fails_after_the_launch_ends_in_its_error_and_one_line_fr
 
 def launcher(failures: dict, monkeypatch, capsys) -> tuple[int, str]:
     """run.sh's launcher code, run here with torchrun's run raising the failures given: its exit status and line."""
-    code = (REPO / "run.sh").read_text().split("exec \"$python\" -c '", 1)[1].split("' --standalone", 1)[0]
+    code = run_sh_launcher()  # the one reader of run.sh's launcher code, rerun's
 
     def run(args):
         raise ChildFailedError("train_gpt.py", failures)
