@@ -532,13 +532,19 @@ def test_a_steps_loss_is_logged_from_its_host_copy_and_a_non_finite_one_stops_th
     assert lines[1].startswith("step:4/10 train_loss:nan ")
 
 
+def fake_clock_time(monkeypatch, script, now: list):
+    """script's time.perf_counter reads now[0]; its process started at 100 s."""
+    monkeypatch.setattr(script, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(script, "PROCESS_START", 100.0)
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_the_training_clock_adds_up_its_running_spans_and_keeps_the_stopped_ones_as_validation_time(script,
                                                                                                    monkeypatch):
     """On a fake clock: 2 s of training, 3 s stopped for validation, 2 s of training (a step logged 1.5 s in), 1 s
     stopped, 0.25 s of training."""
     now = [100.0]
-    monkeypatch.setattr(script, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    fake_clock_time(monkeypatch, script, now)
     cpu, lines = torch.device("cpu"), []
     clock = script.TrainingClock(cpu)
     clock.start()
@@ -592,12 +598,6 @@ class LogLines:
 
     def write(self, text: str, console: bool = True):
         self.lines.append((text, console))
-
-
-def fake_clock_time(monkeypatch, script, now: list):
-    """script's time.perf_counter reads now[0]; its process started at 100 s."""
-    monkeypatch.setattr(script, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    monkeypatch.setattr(script, "PROCESS_START", 100.0)
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
