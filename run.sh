@@ -6,7 +6,7 @@
 # Launches torchrun's launcher through PYTHON (default: python), the interpreter that checks the settings first.
 # NPROC=n overrides the process count (e.g. NPROC=2 ./run.sh --device=cpu ... for a CPU smoke run); with no GPU
 # and --device=cpu, one process.
-# Extra arguments are passed to the script; `python train_gpt.py --help` lists them.
+# Extra arguments are passed to the script; `./run.sh [medium] --help` lists them (run.sh's usage, then the script's).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -24,8 +24,14 @@ command -v "$python" > /dev/null ||
     { echo "error: no python at '$python'; set PYTHON to an interpreter (default: python)" >&2; exit 2; }
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 device=cuda  # the script's last --device wins: where it is not cuda, the script's check says whether it can run
-for arg in "$@"; do  # help needs no GPU and no launch
-    if [ "$arg" = --help ] || [ "$arg" = -h ]; then exec "$python" "$script" --help; fi
+for arg in "$@"; do  # help needs no GPU and no launch: run.sh's usage, then the script's (torchrun's) and settings
+    if [ "$arg" = --help ] || [ "$arg" = -h ]; then
+        usage="$0"; [ "$track" = short ] || usage="$0 $track"
+        trap '' PIPE  # a reader that closed the pipe early (| head -0) ends it quietly, as the script's help does
+        echo "usage: $usage [--name=value ...]   one process per GPU (8, 4, 2 or 1; NPROC=n to choose)," \
+             "through torchrun" 2> /dev/null || exit 0
+        exec "$python" "$script" --help
+    fi
     [ "$arg" != --device ] || device=$arg  # `--device cpu`: the script's check names the malformed argument
     [[ $arg == --check_only=* || $arg == --device=* ]] || continue
     value=${arg#--*=}  # spaces around it dropped, as the script drops them

@@ -123,11 +123,30 @@ def test_a_process_count_that_is_no_count_stops_before_anything(nproc):
 
 @pytest.mark.parametrize("track", [[], ["medium"]])
 def test_help_prints_once_without_a_gpu_or_a_launch(track):
+    """run.sh's own usage first (it was only the script's, whose torchrun line read as the answer to ./run.sh --help),
+    then the script's: its torchrun usage and its settings, printed once (not by the check and again by each rank)."""
     result = run_sh(*track, "--num_iterations=5", "--help", env={"CUDA_VISIBLE_DEVICES": "", "NPROC": "2"})
     assert result.returncode == 0, result.stderr
     script = "train_gpt_medium.py" if track else "train_gpt.py"
-    assert result.stdout.startswith(f"usage: torchrun --standalone --nproc_per_node=N {script}")
-    assert result.stdout.count("usage:") == 1 and "--window_pattern=" in result.stdout
+    assert result.stdout.splitlines()[:2] == [
+        f"usage: {REPO / 'run.sh'}{' medium' if track else ''} [--name=value ...]   one process per GPU (8, 4, 2 or 1; "
+        "NPROC=n to choose), through torchrun",
+        f"usage: torchrun --standalone --nproc_per_node=N {script} [--name=value ...]"]
+    assert result.stdout.count("usage:") == 2 and result.stdout.count("--window_pattern=") == 1
+
+
+def test_help_to_a_closed_pipe_ends_quietly():
+    """A reader that closed the pipe before run.sh's usage line (| head -0) gets no broken-pipe message and status 0,
+    as from the script's help alone: the pipe's read end is closed before run.sh starts."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(["bash", str(REPO / "run.sh"), "--help"], cwd=REPO, stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, env={"PYTHON": sys.executable, **os.environ},
+                                timeout=600)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, "")
 
 
 @pytest.mark.parametrize("nproc", ["", "2"])
