@@ -55,7 +55,7 @@ if [ -n "${NPROC:-}" ]; then
 else
     gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null) ||
         { echo "error: '$python' cannot import torch; install it with: pip install -r requirements.txt" >&2; exit 2; }
-    if [ "$gpus" -lt 1 ] && [[ $device == [Cc][Uu][Dd][Aa] ]]; then
+    if [ "$gpus" -lt 1 ] && [ "$device" = cuda ]; then  # not CUDA: the script's check names its valid values
         echo "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n processes)" \
              "for a tiny CPU run" >&2
         exit 2

@@ -269,11 +269,13 @@ def test_device_cpu_in_capitals_without_a_gpu_is_the_scripts_error_not_no_gpu(sh
     (["--device= cpu"], ""),  # spaces around a value are dropped, as the script drops them
     ([" --device=cuda "], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
                           "processes) for a tiny CPU run\n"),  # run.sh's own line, as without --device
-    # --device=cuda said, in any case, as run.sh reads it: its own line too, not the script's "CUDA is not available"
+    # --device=cuda said: run.sh's own line too, not the script's "CUDA is not available"
     (["--device=cuda"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
                         "processes) for a tiny CPU run\n"),
-    (["--device=CUDA"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and NPROC=n for n "
-                        "processes) for a tiny CPU run\n"),
+    # only cuda as the script reads it (case and all): CUDA got run.sh's line, and on a GPU machine the script's
+    # rejection after it; now the script's line at once, naming the values it takes
+    (["--device=CUDA"], "error: --device=CUDA: use cuda or cpu\n"),
+    (["--device=gpu"], "error: --device=gpu: use cuda or cpu\n"),
     (["--device=cpu", "--device=cuda"], "error: no CUDA GPU found; run on a GPU machine, or pass --device=cpu (and "
                                         "NPROC=n for n processes) for a tiny CPU run\n"),  # the last one wins
 ])
