@@ -1,7 +1,10 @@
 """What the perf benches share: a run's time and the --name=VALUE options they read from argv (no track script
 imported, so that a tool that only reads options, such as perf/kernel_census.py, loads no model code)."""
+import contextlib
+import os
 import sys
 import time
+from pathlib import Path
 
 
 def timed_us(run, tiny: bool) -> float:
@@ -81,3 +84,27 @@ def tiny_bench_refusal(argv: list[str], doc: str, tool: str) -> int | None:
     if (answer := usage_or_error(argv, doc, ("--tiny",))) is not None:
         return answer
     return None if "--tiny" in argv else no_gpu_error(tool, TINY_CPU_HINT)
+
+
+def hold_script_lock(held: contextlib.ExitStack, path, tool: str) -> int | None:
+    """perf/proxy_common.sh's lock of a script (lock_track_script's): an exclusive flock on PATH.lock, which names
+    its holder, kept until held closes, so that a tool copying or writing a script and a job staging versions over
+    it (fullbatch_ab.sh, startup_ab.sh) do not swap the file under each other. 2 after one line naming the holder
+    while another job holds it; None once held, or after a warning line where fcntl is missing (as without flock)."""
+    try:
+        import fcntl
+    except ImportError:
+        print(f"warning: fcntl is missing: nothing keeps another job from staging versions over {path}",
+              file=sys.stderr)
+        return None
+    lock = Path(f"{path}.lock")
+    handle = held.enter_context(open(lock, "a+"))  # closing it releases the lock
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "its name not written yet"
+        print(f"error: {path} is staged by another job ({holder}); run this one after it", file=sys.stderr)
+        return 2
+    lock.write_text(f"{tool}, pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    return None

@@ -22,11 +22,14 @@ script's (MLP_LAUNCH of the pass) and the best. Two programs an SM are tried wit
 --tiny runs a small shape and three configurations (one tile shape, the epilogue whole and split, split with two
 programs a "SM") on the CPU in float32, the kernel under Triton's interpreter
 (tests/test_perf_medium_mlp_bench.py). --best_script=PATH also writes a copy of train_gpt_medium.py whose
-MLP_LAUNCH holds each pass's fastest launch (perf/ab.sh runs it next to the script). --script=PATH benches the
+MLP_LAUNCH holds each pass's fastest launch (perf/ab.sh runs it next to the script); from loading the script to
+writing the copy, the bench holds both files' locks (perf/proxy_common.sh's PATH.lock), so that a job staging versions
+over either stops with one line, as this bench does while one is staging. --script=PATH benches the
 kernel of another copy of the script (e.g. a branch's, in perf/base/) instead of the repository's. --warps=8 keeps
 the configurations with that warp count (a list: 4,8; the script's launch always runs on the GPU). --help prints
 this.
 """
+import contextlib
 import itertools
 import re
 import sys
@@ -35,7 +38,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import TINY_CPU_HINT, no_gpu_error, option_list, option_values, timed_us, usage_or_error  # noqa: E402
+from bench_common import (TINY_CPU_HINT, hold_script_lock, no_gpu_error, option_list, option_values,  # noqa: E402
+                          timed_us, usage_or_error)
 from track_scripts import load_script  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "train_gpt_medium.py"
@@ -129,6 +133,19 @@ def main(argv: list[str]) -> int:
     if not tiny and (answer := no_gpu_error("perf/medium_mlp_bench.py", TINY_CPU_HINT)):
         return answer
     script = Path((option_values(argv, "script") or [SCRIPT])[-1])
+    best_scripts = option_values(argv, "best_script")
+    with contextlib.ExitStack() as held:
+        locked = {}  # by the file itself: a second flock of one file from this process would find the first held
+        for path in [script, *best_scripts] if best_scripts else []:
+            locked.setdefault(Path(path).resolve(), path)
+        for path in locked.values():
+            if (answer := hold_script_lock(held, path, "perf/medium_mlp_bench.py")) is not None:
+                return answer
+        return bench(script, best_scripts, configs, tiny)
+
+
+def bench(script: Path, best_scripts: list[str], configs: list, tiny: bool) -> int:
+    """Both passes' benches of script's kernel over configs; each of best_scripts, a copy of script with the best."""
     medium = load_script(script)
     medium.configure_triton_builds()  # as the training run builds the kernel
     device = torch.device("cpu" if tiny else "cuda")
@@ -157,7 +174,7 @@ def main(argv: list[str]) -> int:
                                                                          launch),
                                   (grad_y, proj_w, h_reference, row_scale), teraflop, tiny,
                                   *launches("backward"))
-    for path in option_values(argv, "best_script"):
+    for path in best_scripts:
         write_script_with_launches(script, path, best)
     return 0
 

@@ -75,3 +75,14 @@ def test_a_tiny_bench_without_a_gpu_is_one_line_that_points_to_tiny(name, capsys
     assert out == "" and err.splitlines() == [
         f"error: perf/{name}.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); run "
         "it on the GPU machine (--tiny runs small shapes on the CPU)"]
+
+
+def test_a_script_lock_without_fcntl_is_one_warning_line_and_goes_on(tmp_path, monkeypatch, capsys):
+    """Where fcntl is missing, hold_script_lock goes on unguarded and says so, as proxy_common.sh does without flock."""
+    import contextlib
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # its import raises ImportError
+    with contextlib.ExitStack() as held:
+        assert bench_common.hold_script_lock(held, tmp_path / "best.py", "perf/tool.py") is None
+    assert capsys.readouterr().err == (f"warning: fcntl is missing: nothing keeps another job from staging versions "
+                                       f"over {tmp_path / 'best.py'}\n")
+    assert not (tmp_path / "best.py.lock").exists()

@@ -6,7 +6,9 @@ process, so that the interpreter fixture's patch applies."""
 import ast
 import functools
 import re
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -124,3 +126,68 @@ def test_without_a_gpu_it_is_one_line_that_points_to_tiny(repo_root, capsys, mon
     assert out == "" and err.splitlines() == [
         "error: perf/medium_mlp_bench.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is "
         "False); run it on the GPU machine (--tiny runs small shapes on the CPU)"]
+
+
+def hold_with_bash(repo_root, path, ready):
+    """A bash job that holds perf/proxy_common.sh's lock of path (as fullbatch_ab.sh does while it stages versions
+    over its track script) until killed; started once ready exists."""
+    job = subprocess.Popen(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && lock_track_script "
+                            f"{path} && touch {ready} && sleep 60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    for _ in range(300):
+        if ready.exists() or job.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert ready.exists(), job.stderr.read()
+    return job
+
+
+@pytest.mark.parametrize("held", ["best_script", "script"])
+def test_best_script_stops_in_one_line_while_a_job_stages_over_either_file(repo_root, capsys, monkeypatch, tmp_path,
+                                                                           held):
+    """--best_script wrote its copy without the lock a job staging versions over a script holds (proxy_common.sh's
+    PATH.lock): a staging job swapping the script under it made a copy of a staged version, or its restore wrote over
+    the copy. While the file copied (--script) or the one written is held, the bench stops before loading anything."""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    monkeypatch.setattr(medium_mlp_bench, "load_script", lambda path: pytest.fail(f"loaded {path}"))
+    copy, target = tmp_path / "copy.py", tmp_path / "best.py"
+    copy.write_text("# a copy of train_gpt_medium.py\n")
+    job = hold_with_bash(repo_root, copy if held == "script" else target, tmp_path / "ready")
+    try:
+        answer = medium_mlp_bench.main(["--tiny", f"--script={copy}", f"--best_script={target}"])
+    finally:
+        job.kill()
+        job.wait()
+    out, err = capsys.readouterr()
+    assert answer == 2 and out == "" and not target.exists()
+    assert re.fullmatch(rf"error: {re.escape(str(copy if held == 'script' else target))} is staged by another job "
+                        r"\(bash, pid \d+, since [\d-]+ [\d:]+\); run this one after it\n", err), err
+
+
+def test_best_script_holds_both_locks_while_it_runs(repo_root, monkeypatch, tmp_path):
+    """While the bench runs (here: while it loads the script), a job staging over the script or the copy's path
+    stops with proxy_common.sh's line naming the bench; afterwards both locks are free. A --best_script that is the
+    script itself is locked once (a second flock from the same process found the first held)."""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import medium_mlp_bench
+    copy, target = tmp_path / "copy.py", tmp_path / "best.py"
+    copy.write_text("# a copy of train_gpt_medium.py\n")
+    staged = []
+
+    def stage(path):
+        return subprocess.run(["bash", "-c", f"source {repo_root / 'perf' / 'proxy_common.sh'} && lock_track_script "
+                               f"{path}"], capture_output=True, text=True, timeout=60)
+
+    def loading(path):
+        staged.extend(stage(file) for file in (copy, target))
+        raise KeyboardInterrupt  # the bench's end, its locks' release, without the bench
+
+    monkeypatch.setattr(medium_mlp_bench, "load_script", loading)
+    with pytest.raises(KeyboardInterrupt):
+        medium_mlp_bench.main(["--tiny", f"--script={copy}", f"--best_script={target}", f"--best_script={copy}"])
+    for file, result in zip((copy, target), staged):
+        assert result.returncode == 2 and re.fullmatch(
+            rf"error: {re.escape(str(file))} is staged by another job \(perf/medium_mlp_bench\.py, pid \d+, since "
+            r"[\d-]+ [\d:]+\); run this one after it\n", result.stderr), result.stderr
+    assert [stage(file).returncode for file in (copy, target)] == [0, 0]
