@@ -546,31 +546,46 @@ def print_table(rows):
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
+ERROR_AFTER_END = "error after final val"  # status's note for a run that failed after its result: it counts
+
+
 def finished(log):
-    """Whether the run reached its last step and validated there without stopping: its loss is a result."""
-    return status(log) == ""
+    """Whether the run reached its last step and validated there without stopping: its loss is a result (also where
+    it failed afterwards, at its teardown: that changed no number of it; compare warns)."""
+    return status(log) in ("", ERROR_AFTER_END)
+
+
+def final_val_loss(log):
+    """The loss of the validation at the run's last step (its last step line is step N/N), else None."""
+    last = log.steps[-1] if log.steps else None
+    return number(last.get("val_loss")) if last and last["step"] == last["total"] else None
 
 
 def status(log):
     """The table's note: "stopped" (a non-finite train or validation loss stopped it: its `stopped:` line), "error"
     (it failed after its log opened, e.g. a signal or a crash: its `error:` line), "cut short" (its log ends before
     the last step's validation without either line: killed outright), "non-finite" (that validation's loss is not
-    finite, in a log from before such runs stopped), or "" (finished: its loss is a result)."""
+    finite, in a log from before such runs stopped), ERROR_AFTER_END (its `error:` line follows a finite last
+    validation: it failed in its teardown, e.g. a signal or a lost rank while leaving the process group), or ""
+    (finished: its loss is a result)."""
+    loss = final_val_loss(log)
+    result = loss is not None and math.isfinite(loss)
     if log.end_line is not None:
+        if result and log.end_line.startswith("error:"):  # the scripts write it last: after that validation
+            return ERROR_AFTER_END
         return log.end_line.partition(":")[0]
-    last = log.steps[-1] if log.steps else None
-    loss = number(last.get("val_loss")) if last else None
-    if loss is None or last["step"] != last["total"]:
+    if loss is None:
         return "cut short"
-    return "" if math.isfinite(loss) else "non-finite"
+    return "" if result else "non-finite"
 
 
 def group_warnings(name, done, unfinished):
     """Warnings about what a group's statistics (over done, its finished logs) mix: unfinished runs (left out),
     scripts, run lengths, seeds."""
-    lines = []
+    lines = [f"warning: {name}: {log.path} counted: it failed after its last validation, whose loss and time are "
+             f"its result ({log.end_line})" for log in done if status(log) == ERROR_AFTER_END]
     if unfinished:
-        paths = ", ".join(str(log.path) for log in unfinished)
+        paths = ", ".join(f"{log.path} ({log.end_line or status(log)})" for log in unfinished)  # each one's why
         lines.append(f"warning: {name}: {len(unfinished)} log(s) without a finite val loss at their last step "
                      f"(stopped, error, cut short or non-finite: the note column says which) left out of the "
                      f"statistics: {paths}")

@@ -628,9 +628,26 @@ def test_compare_leaves_out_a_run_cut_short(tmp_path, last_line, status):
     assert result.returncode == 0, result.stderr
     assert re.search(rf"^{re.escape(str(cut))}\s+4\.0\s.*\s10/20\s.*\s{status}$", result.stdout, re.M), result.stdout
     assert re.search(rf"^{re.escape(str(full))}\s.*\s20/20(\s+\S+){{3}}$", result.stdout, re.M)  # no note
-    assert "cut short" in result.stderr and str(cut) in result.stderr
+    assert f"left out of the statistics: {cut} ({last_line.strip() or 'cut short'}" in result.stderr  # its why
     fields, _ = parse_group_line(result.stdout, "(files)")
     assert fields["n"] == "1" and float(fields["mean"]) == 3.27
+
+
+@pytest.mark.parametrize("error", ["error: RuntimeError: NCCL communicator was aborted", "error: stopped by SIGTERM"])
+def test_compare_counts_a_run_that_failed_after_its_final_validation_and_says_so(tmp_path, error):
+    """A run whose error line follows its last step's finite validation (it failed leaving the process group, or a
+    scheduler's SIGTERM came during its teardown) has its result: it counts, noted and with one warning quoting the
+    error. It was left out with the warning of runs "without a finite val loss at their last step", which it has."""
+    full = make_log(tmp_path / "full.txt", val_losses=(10.8, 3.27))
+    late = make_log(tmp_path / "late.txt", val_losses=(10.8, 3.25), extra_tail=f"time: startup 70.3s, training 0.7s, "
+                    f"validation 0.1s, total 71.2s\n{error}\n")
+    result = tool("compare", full, late)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"^{re.escape(str(late))}\s+3\.25\s.*\s20/20\s.*\serror after final val$", result.stdout, re.M)
+    assert result.stderr == (f"warning: (files): {late} counted: it failed after its last validation, whose loss and "
+                             f"time are its result ({error})\n")
+    fields, _ = parse_group_line(result.stdout, "(files)")
+    assert fields["n"] == "2" and float(fields["mean"]) == pytest.approx(3.26)
 
 
 def test_compare_notes_the_stop_not_a_failure_while_stopping(tmp_path):
