@@ -1518,7 +1518,8 @@ def check_machine(args: Hyperparameters, world_size: int):
 
 
 def check_gpu(args: Hyperparameters, local_processes: int, local_gpu: int):
-    """A GPU for each of the node's processes, and on this process's one what --mlp_epilogue's TMA kernels need."""
+    """A GPU for each of the node's processes, and on this process's one the bf16 tensor cores that every kernel
+    needs (ptxas builds no bf16 code before sm_80) and what --mlp_epilogue's TMA kernels need."""
     if torch.cuda.device_count() < local_processes:
         raise SetupError(f"{local_processes} processes per node, more than the GPUs on it "
                          f"({torch.cuda.device_count()}); launch one process per GPU")
@@ -1526,8 +1527,11 @@ def check_gpu(args: Hyperparameters, local_processes: int, local_gpu: int):
         raise LaunchError(f"LOCAL_RANK={os.environ['LOCAL_RANK']}, but this machine shows {torch.cuda.device_count()} "
                           f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); launch "
                           "one process per GPU")
-    if args.mlp_epilogue and torch.cuda.get_device_capability(local_gpu) < (9, 0):
-        major, minor = torch.cuda.get_device_capability(local_gpu)
+    major, minor = torch.cuda.get_device_capability(local_gpu)
+    if (major, minor) < (8, 0):
+        raise SetupError(f"the bf16 model and its Triton kernels need bf16 tensor cores, on sm_80 or newer (this GPU "
+                         f"is sm_{major}{minor}); run on an A100, H100, L4 or newer")
+    if args.mlp_epilogue and (major, minor) < (9, 0):
         raise SetupError(f"--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_{major}{minor}); pass "
                          "--mlp_epilogue=false")
     if args.mlp_epilogue and args.model_dim % 8 != 0:

@@ -215,6 +215,20 @@ def test_mlp_epilogue_on_a_gpu_older_than_sm_90_is_one_error_line(folder, monkey
     medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes
 
 
+@pytest.mark.parametrize("epilogue", ["true", "false"])
+def test_a_gpu_without_bf16_tensor_cores_is_one_error_line(folder, monkeypatch, epilogue):
+    """Before sm_80 (a T4, a V100) ptxas builds no bf16 kernel: with --mlp_epilogue=false the checks passed and the
+    run failed in the compile or the kernel builds, a traceback; track 1 names its own floor (sm_89) up front."""
+    fake_gpu(monkeypatch, (7, 5))
+    gpu = [a for a in TINY if a != "--device=cpu"] + [f"--train_files={folder}/good_train_*.bin",
+                                                      f"--val_files={folder}/good_val_*.bin"]
+    assert first_error(gpu + [f"--mlp_epilogue={epilogue}"], {}) == (
+        "the bf16 model and its Triton kernels need bf16 tensor cores, on sm_80 or newer (this GPU is sm_75); run on "
+        "an A100, H100, L4 or newer")
+    fake_gpu(monkeypatch, (8, 0))
+    medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the floor itself passes
+
+
 def test_mlp_epilogue_with_rows_tma_cannot_take_is_one_error_line(folder, monkeypatch):
     """TMA descriptors need 16-byte rows: 5 heads of 132 (model_dim 660) passed every other check and crashed in
     warmup step 1, after the compile."""
