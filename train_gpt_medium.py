@@ -188,8 +188,12 @@ def skip_pairs(args: Hyperparameters) -> list[tuple[int, int]]:
     for item in filter(None, args.skip_connections.split(",")):
         match = re.fullmatch(r"(\d+)>(\d+)", item.strip())
         if match is None or int(match[1]) >= int(match[2]):
+            # no '>' at all: most likely typed unquoted, the shell's redirect took the rest of the value
+            shell = "" if ">" in args.skip_connections else (
+                "; in a shell, quote the setting ('--skip_connections=6>9,4>10'): an unquoted > sends the output to "
+                "a file")
             raise SetupError(f"--skip_connections={args.skip_connections}: write pairs a>b with a < b, "
-                             "comma-separated, e.g. 6>9,4>10")
+                             f"comma-separated, e.g. 6>9,4>10{shell}")
         if int(match[2]) < args.num_layers:
             pairs.append((int(match[1]), int(match[2])))
     return pairs

@@ -241,6 +241,24 @@ def test_mlp_epilogue_with_rows_tma_cannot_take_is_one_error_line(folder, monkey
     medium.check_settings(medium.parse_args(gpu + ["--mlp_epilogue=false"]), 1)  # the fix it names passes
 
 
+def test_skip_pairs_cut_by_an_unquoted_shell_redirect_say_to_quote_them(folder, tmp_path):
+    """Typed unquoted, --skip_connections=6>9,4>10 reaches the script as --skip_connections=6 (the shell sends the
+    output to files named 9,4 and 10): the line says to quote the setting, which a value with no '>' needs."""
+    good = [f"--train_files={folder}/good_train_*.bin", f"--val_files={folder}/good_val_*.bin"]
+    command = " ".join([sys.executable, str(REPO_ROOT / "train_gpt_medium.py"), *TINY, *good,
+                        "--skip_connections=6>9,4>10"])
+    clean = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=clean)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["10", "9,4"]  # the shell's redirects
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == ("error: --skip_connections=6: write pairs a>b with a < b, comma-separated, e.g. "
+                             "6>9,4>10; in a shell, quote the setting ('--skip_connections=6>9,4>10'): an unquoted > "
+                             "sends the output to a file\n")
+    assert first_error(TINY + good + ["--skip_connections=9>6"], {}) == (  # a '>' typed: no shell hint
+        "--skip_connections=9>6: write pairs a>b with a < b, comma-separated, e.g. 6>9,4>10")
+
+
 def test_too_little_fineweb_data_names_the_download_of_the_shards_the_run_wants():
     """Track 2 reads 3.4B tokens: one FineWeb shard of 35 a default run wants names the command for all 35."""
     assert medium.shards_wanted("data/fineweb10B/fineweb_train_*.bin", 1, 1_000, 34_500) == (
