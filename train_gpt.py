@@ -2497,7 +2497,7 @@ def check_gpu(args: Hyperparameters, local_processes: int, local_gpu: int):
         major, minor = torch.cuda.get_device_capability(local_gpu)
         raise SetupError(f"the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is "
                          f"sm_{major}{minor}); run on an H100, H200, L4 or newer, or track 2 (train_gpt_medium.py), "
-                         "which is bf16")
+                         "which is bf16 (sm_80 or newer)")
     if args.fp8_qkv and not rowwise_fp8_matmul_runs():
         raise SetupError("this GPU and torch build have no rowwise-scaled FP8 matmul, which the QKV projection "
                          "uses; pass --fp8_qkv=false")

@@ -574,7 +574,7 @@ def fake_gpu(monkeypatch, capability, rowwise_fp8: bool = True):
 
 @pytest.mark.parametrize("capability, message", [
     ((8, 0), "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
-             "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
+             "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16 (sm_80 or newer)"),
     ((8, 9), None), ((9, 0), None),
 ])
 def test_a_gpu_without_fp8_tensor_cores_is_one_error_line(monkeypatch, capability, message):
@@ -658,7 +658,7 @@ def test_a_local_rank_past_the_local_world_size_is_printed_by_its_own_process(mo
 
 @pytest.mark.parametrize("script, message", [
     (train_gpt, "the FP8 head and MLP need FP8 tensor cores, on sm_89 or newer (this GPU is sm_80); run on an H100, "
-                "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16"),
+                "H200, L4 or newer, or track 2 (train_gpt_medium.py), which is bf16 (sm_80 or newer)"),
     (train_gpt_medium, "--mlp_epilogue needs TMA, on sm_90 or newer (this GPU is sm_80); pass --mlp_epilogue=false"),
 ], ids=["train_gpt", "train_gpt_medium"])
 def test_the_gpu_check_reads_the_local_ranks_gpu_not_the_first(monkeypatch, script, message):
