@@ -506,13 +506,15 @@ def test_token_ids_past_the_vocabulary_are_a_data_error(tmp_path, script, which)
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
-def test_a_token_id_past_the_vocabulary_in_an_earlier_train_shard_is_found(tmp_path, script):
-    """The largest id over every shard the run reads, not only the last one's."""
+@pytest.mark.parametrize("bad_shard", [0, 1], ids=["first", "second"])
+def test_a_token_id_past_the_vocabulary_in_any_train_shard_the_run_reads_is_found(tmp_path, script, bad_shard):
+    """The largest id over every shard the run reads, not only the last one's, nor only the first one's (a survey
+    that took the first shard's largest id and kept it passed the first case)."""
     rng = np.random.default_rng(0)
-    first = documents(rng, 1_000)  # a few sequences: the run reads on into the second shard
-    first[100] = 60_000
-    write_shard(tmp_path / "train_000001.bin", first)
-    write_shard(tmp_path / "train_000002.bin", documents(rng, 6_000))
+    parts = [documents(rng, 1_000), documents(rng, 6_000)]  # a few sequences: the run reads on into the second shard
+    parts[bad_shard][100] = 60_000
+    for i, tokens in enumerate(parts, start=1):
+        write_shard(tmp_path / f"train_{i:06d}.bin", tokens)
     write_shard(tmp_path / "val_000000.bin", documents(rng, 6_000))
     files = train_files(tmp_path)
     assert script.survey_windows(files, SEQ_LEN, 10 ** 9)[1] == 60_000
