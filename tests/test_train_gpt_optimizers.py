@@ -343,6 +343,22 @@ def test_sharded_adam_matches_reference_and_torch_adam():
     assert opt.state[params[0]]["step"] == 3
 
 
+def test_sharded_adam_adds_eps_to_the_root_of_the_second_moment_as_torch_adam_does():
+    """Gradients from 1e-9 to 1 a column (a rare token's embedding row gets tiny ones): eps = 1e-10 sits beside
+    sqrt(v), as in torch's Adam; inside the root it would be sqrt(1e-10) = 1e-5, and updates of gradients below that
+    would stall. The test above has gradients near 1, where either place gives the same steps."""
+    weight = make_params([(16, 8)], 40)[0]
+    reference = torch.nn.Parameter(weight.detach().clone())
+    opt = ShardedAdam([dict(params=[weight], lr=0.01)], (0.8, 0.95), 1e-10, Comm(0, 1))
+    torch_opt = torch.optim.Adam([reference], lr=0.01, betas=(0.8, 0.95), eps=1e-10)
+    for (g,) in make_grads([(16, 8)], 3, 41):
+        weight.grad = g * torch.logspace(-9, 0, 8)
+        reference.grad = weight.grad.clone()
+        opt.step()
+        torch_opt.step()
+    torch.testing.assert_close(weight.detach(), reference.detach())
+
+
 def test_comm_with_one_process_is_the_identity():
     comm = Comm(0, 1)
     full = torch.arange(12.0).view(4, 3)
