@@ -434,6 +434,19 @@ def test_build_optimizers_groups_and_learning_rates():
     assert all(g["initial_lr"] == g["lr"] for opt in (adam, muon) for g in opt.param_groups)
 
 
+def test_build_optimizers_gives_each_adam_group_its_own_multiplier():
+    """The record's embedding and value-embedding multipliers are equal (75) and the head's is 1, so the test above
+    cannot tell a group that takes another's multiplier, or none: here every multiplier differs."""
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128, adam_lr=0.01,
+                           embed_lr_mult=2.0, value_embed_lr_mult=3.0, scalar_lr_mult=5.0, head_lr_mult=7.0)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    adam = train_gpt.build_optimizers(model, args, Comm(0, 1))[0]
+    assert [g["lr"] for g in adam.param_groups] == pytest.approx([0.02, 0.03, 0.05, 0.07])
+    assert adam.param_groups[1]["params"] == [e.weight for e in model.value_embeds]
+    assert adam.param_groups[2]["params"] == [model.scalars]
+
+
 def test_build_optimizers_passes_the_newton_schulz_coefficients():
     args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128)
     with torch.device("meta"):
