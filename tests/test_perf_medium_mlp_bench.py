@@ -36,12 +36,15 @@ def test_tiny_run_times_both_passes_and_matches_the_torch_path(repo_root, requir
 
 def test_best_script_is_the_script_with_each_pass_fastest_launch(repo_root, require_interpreted, capsys, tmp_path):
     """--best_script: a copy of train_gpt_medium.py that differs only in MLP_LAUNCH, which holds the launch the bench
-    reported best for each pass (perf/ab.sh runs the copy against the script)."""
+    reported best for each pass (perf/ab.sh runs the copy against the script). The bench reads a copy of the script
+    in tmp_path (--script): --best_script locks the file it copies, and the lock file (PATH.lock, kept) was left in the
+    repository's root."""
     sys.path.insert(0, str(repo_root / "perf"))
     import medium_mlp_bench
     require_interpreted(medium_mlp_bench.load_script(medium_mlp_bench.SCRIPT).relu_square_gemm_kernel)
-    target = tmp_path / "best_train_gpt_medium.py"
-    assert medium_mlp_bench.main(["--tiny", f"--best_script={target}"]) == 0
+    source, target = tmp_path / "train_gpt_medium.py", tmp_path / "best_train_gpt_medium.py"
+    source.write_text((repo_root / "train_gpt_medium.py").read_text())
+    assert medium_mlp_bench.main(["--tiny", f"--script={source}", f"--best_script={target}"]) == 0
     out = capsys.readouterr().out
     best = {name: ast.literal_eval(re.search(rf"== {name}: .* best (\(.*?\)) ", out)[1])
             for name in ("forward", "backward")}
