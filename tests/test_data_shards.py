@@ -79,6 +79,27 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_write_syncs_the_new_bytes_before_the_rename(tmp_path, monkeypatch):
+    """The rename makes the write atomic for readers; after a crash or power loss only bytes synced before it are
+    sure to be under the new name, else a complete-looking shard may hold zeros."""
+    events, real_fsync, real_replace = [], os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else None))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.fspath(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(shards.os, "fsync", fsync)
+    monkeypatch.setattr(shards.os, "replace", replace)
+    shards.write_shard(tmp_path / "x.bin", [EOT, 1, 2])
+    tmp = str(tmp_path / "x.bin.tmp")
+    assert [kind for kind, _ in events] == ["fsync", "replace"] and events[1][1] == tmp
+    assert events[0][1] in (tmp, None)  # the synced file is the one renamed (where /proc tells)
+
+
 def test_a_failed_write_keeps_the_previous_shard_intact(tmp_path, monkeypatch):
     """The new bytes go to a separate file: the shard under `path` is never truncated before the rename."""
     path = tmp_path / "x.bin"
@@ -100,6 +121,9 @@ def test_stats(tmp_path):
     assert shards.shard_stats(path) == dict(tokens=6, documents=3, max_token=EOT, first_token=EOT)
     shards.write_shard(path, [])
     assert shards.shard_stats(path) == dict(tokens=0, documents=0, max_token=None, first_token=None)
+    # documents counts EOT itself, not every id from EOT up: ids past GPT-2's vocabulary start no document
+    shards.write_shard(path, [7, EOT + 1, EOT, 65535])
+    assert shards.shard_stats(path) == dict(tokens=4, documents=1, max_token=65535, first_token=7)
 
 
 def test_error_shorter_than_header(tmp_path):
@@ -143,11 +167,14 @@ def test_error_more_bytes_than_promised(tmp_path):
                             f"but the file has 1045 bytes; re-download or re-tokenize it")
 
 
-def test_error_negative_token_count(tmp_path):
-    path = raw_shard(tmp_path / "n.bin", [MAGIC, VERSION, -2], 0)
+@pytest.mark.parametrize("count", [-2, -1])
+def test_error_negative_token_count(tmp_path, count):
+    """-1 too: its 1022 expected bytes are fewer than the header's 1024, which the size checks would call corrupt
+    for a different reason."""
+    path = raw_shard(tmp_path / "n.bin", [MAGIC, VERSION, count], 0)
     with pytest.raises(ShardError) as e:
         shards.read_header(path)
-    assert str(e.value) == (f"{path}: corrupt: the header's token count is negative (-2); "
+    assert str(e.value) == (f"{path}: corrupt: the header's token count is negative ({count}); "
                             f"re-download or re-tokenize it")
 
 
