@@ -232,6 +232,19 @@ def test_truncated_download_is_detected_and_not_kept(tmp_path, hub, fake_downloa
     assert (out_dir / "fineweb_val_000000.bin").exists()
 
 
+def test_an_invalid_download_is_deleted_where_the_staging_folder_stays(tmp_path, hub, fake_download, capsys):
+    """The error says the invalid file was deleted: so it is, also where the staging folder is kept for an earlier
+    run's part of a file (huggingface_hub could take a file left there as downloaded, and fail on it each rerun)."""
+    (hub / "fineweb_train_000001.bin").write_bytes((hub / "fineweb_train_000001.bin").read_bytes()[:-2])
+    out_dir = tmp_path / "fineweb10B"
+    partial = out_dir / ".partial" / ".cache" / "huggingface" / "download" / "fineweb_train_000002.bin.incomplete"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"part of a shard")
+    code, out, err = run(capsys, "1", "--dir", str(out_dir))
+    assert code == 1 and err[-1].startswith("error: downloaded fineweb_train_000001.bin is invalid and was deleted")
+    assert partial.exists() and not (out_dir / ".partial" / "fineweb_train_000001.bin").exists()
+
+
 def test_edu_dataset_uses_its_repo_and_prefix(tmp_path, monkeypatch, capsys):
     requested = []
 
@@ -546,6 +559,17 @@ def test_a_shard_in_place_of_another_size_than_the_hubs_is_kept_with_a_one_line_
                         f"is not the Hub's shard; kept as present: delete it and rerun to download the Hub's"]
 
 
+@pytest.mark.parametrize("n_tokens, warned", [(7, True), (8, False), (9, True)])
+def test_a_shard_in_place_with_more_tokens_than_the_hubs_is_named_too(tmp_path, monkeypatch, capsys, n_tokens, warned):
+    """Fewer tokens than the Hub's shard or more: either way it is not the Hub's shard."""
+    monkeypatch.setattr(downloader, "SHARD_TOKENS", 8)
+    path = tmp_path / "fineweb_train_000001.bin"
+    downloader.warn_if_not_the_hubs(path, n_tokens, "fineweb10B")
+    assert capsys.readouterr().err.splitlines() == ([
+        f"warning: {path} holds {n_tokens} tokens where fineweb10B's holds 8, so it is not the Hub's shard; kept as "
+        f"present: delete it and rerun to download the Hub's"] if warned else [])
+
+
 def test_every_shard_but_a_datasets_last_train_shard_is_expected_to_hold_shard_tokens():
     spec = downloader.DATASETS["fineweb10B"]
     assert downloader.expected_tokens(spec, "fineweb_val_000000.bin") == downloader.SHARD_TOKENS == 100_000_000
@@ -601,6 +625,33 @@ def test_an_hf_endpoint_that_is_not_a_hub_is_one_line_and_leaves_no_folder(tmp_p
     assert err[-1].startswith(expected.format(endpoint=os.environ["HF_ENDPOINT"]))
     assert sum(line.startswith("error:") for line in err) == 1
     assert not (tmp_path / "d").exists()  # huggingface_hub's lock files went with the staging folder
+
+
+def failed_head_request(status: int, chained: str) -> LocalEntryNotFoundError:
+    """huggingface_hub's error for a HEAD request that a server answered with status: the HTTP error under it as
+    its cause (raise ... from), or only as its context (raised while handling it)."""
+    http_error = HfHubHTTPError(f"{status} Error", response=types.SimpleNamespace(status_code=status, **vars(
+        HTTP_RESPONSE)))
+    error = LocalEntryNotFoundError("An error happened while trying to locate the file on the Hub")
+    setattr(error, "__cause__" if chained == "cause" else "__context__", http_error)
+    return error
+
+
+@pytest.mark.parametrize("chained", ["cause", "context"])
+@pytest.mark.parametrize("status, fix", [(404, "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one"),
+                                         (499, "point HF_ENDPOINT at a Hugging Face Hub or a mirror of one"),
+                                         (500, "rerun later, finished files are kept"),
+                                         (503, "rerun later, finished files are kept")])
+def test_a_mirrors_http_status_is_found_under_the_error_and_a_server_error_says_rerun_later(tmp_path, monkeypatch,
+                                                                                          chained, status, fix):
+    """A status below 500 from HF_ENDPOINT is a server that is not a Hub; 500 and up is a server error, which a rerun
+    may not meet (huggingface_hub retries 500 for 23 s, so the stand-in above answers 501)."""
+    monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example.org")
+    assert downloader.http_status(failed_head_request(status, chained)) == status
+    line = downloader.explain_download_failure(failed_head_request(status, chained), REPO_ID,
+                                               "fineweb_val_000000.bin", tmp_path)
+    assert line == (f"HF_ENDPOINT https://mirror.example.org answered HTTP {status} for fineweb_val_000000.bin from "
+                    f"{REPO_ID}; {fix}")
 
 
 def test_an_hf_endpoint_that_refuses_connections_is_one_line_without_the_hubs_retries(tmp_path, direct_network,
