@@ -239,6 +239,20 @@ def test_a_val_shard_shorter_than_the_tracks_validation_gets_a_warning(tmp_path,
         "least 10,485,761 on more text")
 
 
+@pytest.mark.parametrize("n_val, warned", [(fineweb.TRACK_VAL_TOKENS - 1, True), (fineweb.TRACK_VAL_TOKENS, False)])
+def test_a_val_shard_of_exactly_the_tracks_validation_gets_no_warning(tmp_path, capsys, n_val, warned):
+    """10,485,761 tokens are what the tracks read, so enough; one fewer is not. (A sparse file: the header says
+    how many tokens, and only the header and size are read.)"""
+    val = tmp_path / "x_val_000000.bin"
+    header = np.zeros(shards.HEADER_INTS, dtype=shards.HEADER_DTYPE)
+    header[:3] = (shards.MAGIC, shards.VERSION, n_val)
+    with open(val, "wb") as f:
+        f.write(header.tobytes())
+        f.truncate(shards.HEADER_BYTES + 2 * n_val)
+    fineweb.warn_where_the_tracks_fall_short([val, tmp_path / "x_train_000001.bin"], n_val + 1, [])
+    assert capsys.readouterr().err.startswith("warning: the val shard holds") == warned
+
+
 def test_train_shards_without_an_eot_get_a_warning_naming_what_check_shards_calls_bad(tmp_path, tokenizer_env):
     """A document longer than a shard leaves shards holding only its inside: check_shards.py failed them while
     fineweb.py said nothing, and the fix that check names (re-tokenize) writes the same bytes again."""
@@ -356,6 +370,16 @@ def test_an_error_in_the_shard_move_after_a_held_stop_is_reported_as_that_error(
     assert fineweb.main([str(few_shards_corpus(tmp_path)), "--out", str(out_dir), *FEW_SHARDS]) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: ") and "No space left on device" in line and "complete" not in line
+
+
+def test_of_two_stops_held_while_the_shards_move_in_the_first_is_the_one_reported(tmp_path, tokenizer_env,
+                                                                                monkeypatch, capsys):
+    """Ctrl-C, then a job scheduler's SIGTERM while the move still runs: the stop is the user's, exit code 130."""
+    out_dir = tmp_path / "out"
+    stops = {1: signal.SIGINT, 2: signal.SIGTERM}
+    on_each_move_in(monkeypatch, out_dir, lambda n: n in stops and os.kill(os.getpid(), stops[n]))
+    assert fineweb.main([str(few_shards_corpus(tmp_path)), "--out", str(out_dir), *FEW_SHARDS]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: stopped by SIGINT; ")
 
 
 def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
