@@ -83,8 +83,8 @@ def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_
 
 
 @pytest.mark.parametrize("given, launched", [("--check_only=true", False), ("--check_only=YES", False),
-                                             ("--check_only= true ", False), ("--check_only=false", True),
-                                             ("--check_only= 0", True)])
+                                             ("--check_only= true ", False), ("--check_only=1", False),
+                                             ("--check_only=false", True), ("--check_only= 0", True)])
 def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
     """run.sh's check already is the whole of --check_only=true: no launch to print the same line again."""
     calls = tmp_path / "calls.jsonl"
@@ -97,6 +97,21 @@ def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
     runs = [json.loads(line) for line in calls.read_text().splitlines()]
     assert runs[0] == ["train_gpt.py", "--device=cpu", given, "--check_only=true"]
     assert len(runs) == (2 if launched else 1)
+
+
+@pytest.mark.parametrize("nproc, given, threads", [("1", None, None), ("2", None, "1"), ("2", "3", "3")])
+def test_several_processes_get_one_thread_each_unless_the_shell_sets_it(tmp_path, nproc, given, threads):
+    """torchrun's own default for several processes, set quietly; one process keeps torch's (all cores, which a CPU
+    run uses), and a count the user set stands."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"with open({str(calls)!r}, 'a') as f:\n"
+                    "    f.write(json.dumps(os.environ.get('OMP_NUM_THREADS')) + '\\n')\n")
+    stub.chmod(0o755)
+    result = run_sh("--device=cpu", env={"PYTHON": str(stub), "NPROC": nproc, "OMP_NUM_THREADS": given})
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [threads, threads]  # check, launch
 
 
 @pytest.mark.parametrize("nproc", ["3", "16"])
@@ -133,6 +148,19 @@ def test_help_prints_once_without_a_gpu_or_a_launch(track):
         "NPROC=n to choose), through torchrun",
         f"usage: torchrun --standalone --nproc_per_node=N {script} [--name=value ...]"]
     assert result.stdout.count("usage:") == 2 and result.stdout.count("--window_pattern=") == 1
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_the_scripts_help_alone_for_either_flag(tmp_path, flag):
+    """-h too, as the scripts' argparse takes it: not a settings check and a launch with -h among the settings."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    stub.chmod(0o755)
+    result = run_sh("--num_iterations=5", flag, env={"PYTHON": str(stub), "NPROC": "2"})
+    assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stderr
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [["train_gpt.py", "--help"]]
 
 
 def test_help_to_a_closed_pipe_ends_quietly():
