@@ -138,6 +138,19 @@ def test_extract_ignores_separator_lines_inside_the_source(tmp_path):
     assert (tmp_path / "out.py").read_bytes() == source.encode()
 
 
+def test_extract_ignores_a_separator_line_inside_the_source_one_byte_past_its_count(tmp_path):
+    """One byte past its count is a separator only after the newline a source without a final one gets: a blank
+    line before a separator-like line whose count is its offset less one (the source before it then ends with a
+    newline) is part of the source."""
+    prefix = "# a blank line, then a line that looks like a separator:\n\n"
+    fake_sep = "=" * 20 + f" end of source: other.py, {len(prefix) - 1} bytes " + "=" * 20
+    source = f"{prefix}{fake_sep}\nprint('hi')\n"
+    log = make_log(tmp_path / "run.txt", source)
+    result = tool("extract", log, "-o", tmp_path / "out.py")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out.py").read_bytes() == source.encode()
+
+
 @pytest.mark.parametrize("resave", [lambda data: data.replace(b"\n", b"\r\n"), lambda data: b"\xef\xbb\xbf" + data,
                                     lambda data: b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")],
                          ids=["CRLF", "BOM", "BOM and CRLF"])
@@ -564,6 +577,29 @@ def test_compare_reports_where_the_validations_first_reach_the_target(tmp_path):
     result = tool("compare", reached, "--target", "3.175")
     assert re.search(rf"^{re.escape(str(reached))}\s.*\s20/0\.70s\s+12\.5/0\.44s\s*$", result.stdout, re.M), \
         result.stdout
+
+
+def test_compare_interpolates_from_the_last_finite_validation_before_the_target(tmp_path):
+    """A non-finite validation between (an older log's: runs now stop there) is no point to interpolate from: step 0's
+    10.8 is, so 5.0 lies (10.8 - 5.0) / (10.8 - 3.2) of the way to step 20, not nan."""
+    log = make_log(tmp_path / "run.txt", val_losses=(10.8, "nan", 3.2))
+    result = tool("compare", log, "--target", "5.0")
+    assert result.returncode == 0, result.stderr
+    share = (10.8 - 5.0) / (10.8 - 3.2)
+    expected = re.escape(f"{20 * share:.1f}/{0.7 * share:.2f}s")
+    assert re.search(rf"^{re.escape(str(log))}\s.*\s20/0\.70s\s+{expected}\s*$", result.stdout, re.M), result.stdout
+
+
+def test_compare_lists_a_folders_logs_in_name_order(tmp_path):
+    """Not in the order the file system lists them (on ext4, by a hash of the name)."""
+    group = tmp_path / "record"
+    names = ["b.txt", "d.txt", "c.txt", "a.txt", "run10.txt", "run09.txt"]
+    for name in names:
+        make_log(group / name, val_losses=(10.8, 3.27))
+    result = tool("compare", group)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.startswith(str(group))]
+    assert rows == [str(group / name) for name in sorted(names)]
 
 
 @pytest.mark.parametrize("target", ["nan", "inf", "-inf", "0", "-1", "3,28"])
