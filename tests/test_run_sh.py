@@ -114,6 +114,20 @@ def test_several_processes_get_one_thread_each_unless_the_shell_sets_it(tmp_path
     assert [json.loads(line) for line in calls.read_text().splitlines()] == [threads, threads]  # check, launch
 
 
+def test_run_sh_runs_in_the_repository_wherever_it_is_called_from(tmp_path):
+    """The check and the launch name the script by its bare name, and relative settings are read from the
+    repository: both run there, not in the caller's folder."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(os.getcwd()) + '\\n')\n")
+    stub.chmod(0o755)
+    result = subprocess.run(["bash", str(REPO / "run.sh"), "--device=cpu"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, "PYTHON": str(stub), "NPROC": "2"}, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [str(REPO), str(REPO)]  # check, launch
+
+
 @pytest.mark.parametrize("nproc", ["3", "16"])
 def test_a_process_count_not_dividing_8_stops_before_anything(shards, nproc):
     result = run_sh(*TINY, *data_args(shards), env={"NPROC": nproc})
