@@ -45,6 +45,17 @@ def run_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env=merged, timeout=600)
 
 
+def recording_python(tmp_path: Path, recorded: str, answer: str = ""):
+    """A stub PYTHON that appends json of recorded (an expression over os and sys) to a file on each call, then runs
+    answer; and a reader of the calls so far."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "python"
+    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\nwith open({str(calls)!r}, 'a') as f:\n"
+                    f"    f.write(json.dumps({recorded}) + '\\n')\n{answer}")
+    stub.chmod(0o755)
+    return stub, lambda: [json.loads(line) for line in calls.read_text().splitlines()]
+
+
 def test_no_gpu_is_one_error_line():
     result = run_sh(env={"CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2
@@ -64,18 +75,13 @@ def test_without_a_gpu_device_cpu_is_one_process_whose_settings_are_checked(shar
 def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_path, gpus, nproc):
     """A stub PYTHON answers run.sh's GPU count probe and records how it is run: the check, then the launch, both
     with the chosen count; a count below the GPUs' is noted on the console."""
-    calls = tmp_path / "calls.jsonl"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"with open({str(calls)!r}, 'a') as f:\n"
-                    "    f.write(json.dumps([os.environ.get('WORLD_SIZE'), sys.argv[1:]]) + '\\n')\n"
-                    f"if 'device_count' in ' '.join(sys.argv):\n    print({gpus})\n")
-    stub.chmod(0o755)
+    stub, calls = recording_python(tmp_path, "[os.environ.get('WORLD_SIZE'), sys.argv[1:]]",
+                                   f"if 'device_count' in ' '.join(sys.argv):\n    print({gpus})\n")
     result = run_sh("--num_iterations=5", env={"PYTHON": str(stub), "NPROC": ""})
     assert result.returncode == 0, result.stderr
     note = f"note: {gpus} GPUs found; using {nproc} (the number of processes must divide 8)\n"
     assert result.stdout == (note if gpus != nproc else "")
-    probe, check, launch = [json.loads(line) for line in calls.read_text().splitlines()]
+    probe, check, launch = calls()
     assert probe[1] == ["-c", "import torch; print(torch.cuda.device_count())"]
     assert check == [str(nproc), ["train_gpt.py", "--num_iterations=5", "--check_only=true"]]
     assert launch[1][0] == "-c" and "torch.distributed.run" in launch[1][1]
@@ -87,14 +93,10 @@ def test_the_process_count_is_the_largest_divisor_of_8_within_the_gpu_count(tmp_
                                              ("--check_only=false", True), ("--check_only= 0", True)])
 def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
     """run.sh's check already is the whole of --check_only=true: no launch to print the same line again."""
-    calls = tmp_path / "calls.jsonl"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n")
-    stub.chmod(0o755)
+    stub, calls = recording_python(tmp_path, "sys.argv[1:]")
     result = run_sh("--device=cpu", given, env={"PYTHON": str(stub), "NPROC": "2"})
     assert result.returncode == 0, result.stderr
-    runs = [json.loads(line) for line in calls.read_text().splitlines()]
+    runs = calls()
     assert runs[0] == ["train_gpt.py", "--device=cpu", given, "--check_only=true"]
     assert len(runs) == (2 if launched else 1)
 
@@ -103,29 +105,20 @@ def test_a_check_only_run_stops_after_the_check(tmp_path, given, launched):
 def test_several_processes_get_one_thread_each_unless_the_shell_sets_it(tmp_path, nproc, given, threads):
     """torchrun's own default for several processes, set quietly; one process keeps torch's (all cores, which a CPU
     run uses), and a count the user set stands."""
-    calls = tmp_path / "calls.jsonl"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"with open({str(calls)!r}, 'a') as f:\n"
-                    "    f.write(json.dumps(os.environ.get('OMP_NUM_THREADS')) + '\\n')\n")
-    stub.chmod(0o755)
+    stub, calls = recording_python(tmp_path, "os.environ.get('OMP_NUM_THREADS')")
     result = run_sh("--device=cpu", env={"PYTHON": str(stub), "NPROC": nproc, "OMP_NUM_THREADS": given})
     assert result.returncode == 0, result.stderr
-    assert [json.loads(line) for line in calls.read_text().splitlines()] == [threads, threads]  # check, launch
+    assert calls() == [threads, threads]  # check, launch
 
 
 def test_run_sh_runs_in_the_repository_wherever_it_is_called_from(tmp_path):
     """The check and the launch name the script by its bare name, and relative settings are read from the
     repository: both run there, not in the caller's folder."""
-    calls = tmp_path / "calls.jsonl"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(os.getcwd()) + '\\n')\n")
-    stub.chmod(0o755)
+    stub, calls = recording_python(tmp_path, "os.getcwd()")
     result = subprocess.run(["bash", str(REPO / "run.sh"), "--device=cpu"], cwd=tmp_path, capture_output=True,
                             text=True, env={**os.environ, "PYTHON": str(stub), "NPROC": "2"}, timeout=600)
     assert result.returncode == 0, result.stderr
-    assert [json.loads(line) for line in calls.read_text().splitlines()] == [str(REPO), str(REPO)]  # check, launch
+    assert calls() == [str(REPO), str(REPO)]  # check, launch
 
 
 @pytest.mark.parametrize("nproc", ["3", "16"])
@@ -167,14 +160,10 @@ def test_help_prints_once_without_a_gpu_or_a_launch(track):
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_is_the_scripts_help_alone_for_either_flag(tmp_path, flag):
     """-h too, as the scripts' argparse takes it: not a settings check and a launch with -h among the settings."""
-    calls = tmp_path / "calls.jsonl"
-    stub = tmp_path / "python"
-    stub.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                    f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n")
-    stub.chmod(0o755)
+    stub, calls = recording_python(tmp_path, "sys.argv[1:]")
     result = run_sh("--num_iterations=5", flag, env={"PYTHON": str(stub), "NPROC": "2"})
     assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stderr
-    assert [json.loads(line) for line in calls.read_text().splitlines()] == [["train_gpt.py", "--help"]]
+    assert calls() == [["train_gpt.py", "--help"]]
 
 
 def test_help_to_a_closed_pipe_ends_quietly():
