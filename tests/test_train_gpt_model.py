@@ -168,6 +168,8 @@ def test_attention_masks_short_window_is_half_the_long_one():
     assert torch.equal(masks["S"], train_gpt.dense_mask(docs, torch.tensor(2)))
     one = train_gpt.attention_masks(tokens, torch.tensor(1))
     assert torch.equal(one["S"], one["L"])  # half of one block is still one block
+    three = train_gpt.attention_masks(tokens, torch.tensor(3))
+    assert torch.equal(three["S"], train_gpt.dense_mask(docs, torch.tensor(1)))  # half of 3 blocks rounds down
 
 
 @pytest.mark.parametrize("seed, doc_lengths, window", [(4, [2000], 1), (5, [2000], 2), (6, [90, 300, 600], 3),
