@@ -211,6 +211,26 @@ def tiny_model_past_init():
     return model
 
 
+def test_each_layer_gets_its_long_or_short_window_and_the_records_logit_scale(monkeypatch):
+    """The pattern LSSSLSSLSSSL (block 7 has no attention) picks each attention layer's mask, and every layer scales
+    its logits by 0.12. The mask tests above check the masks, not which layer gets which: a model that gave every
+    layer the long mask, or 1/sqrt(head_dim) as the scale, passed."""
+    model = tiny_model()
+    tokens = random_tokens(3, 257, [2000])  # one document: the window cuts it
+    masks, scales = [], []
+    monkeypatch.setattr(train_gpt, "attend", lambda q, k, v, mask, scale: (masks.append(mask), scales.append(scale),
+                                                                            q)[2])
+    with torch.no_grad():
+        model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
+    docs = (tokens[:-1] == EOT_TOKEN).cumsum(0)
+    long, short = brute_force_mask(tokens[:-1], 2), brute_force_mask(tokens[:-1], 1)
+    assert not torch.equal(long, short)
+    pattern = [kind for i, kind in enumerate("LSSSLSSLSSSL") if i != 7]
+    assert len(masks) == 11 and docs.max() == 1
+    assert [("L" if torch.equal(m, long) else "S" if torch.equal(m, short) else "?") for m in masks] == pattern
+    assert scales == [0.12] * 11
+
+
 def test_tiny_forward_at_init_is_uniform_over_the_vocabulary():
     model = tiny_model()
     tokens = random_tokens(8, 257, [50, 120])
