@@ -406,6 +406,18 @@ def test_rotary_rotates_half_the_dims_and_keeps_norms():
     torch.testing.assert_close(qs[10] @ ks[7], qs[40] @ ks[37], rtol=1e-4, atol=1e-4)
 
 
+def test_rotary_turns_the_first_half_of_the_pairs_at_the_records_frequencies_and_leaves_the_rest():
+    """head_dim 32: 8 frequencies from 1 down to 1/1024 (geometric) on the first 8 of 16 pairs, the other 8 pairs
+    position-free (cos 1, sin 0). The test above holds for any frequencies, and the kernels' tests share these tables
+    with their torch reference, so a base of 1/512 passed."""
+    cos, sin = train_gpt.Rotary(32, 64).tables(40)
+    assert cos.shape == sin.shape == (40, 16)
+    angles = torch.arange(40.0)[:, None] * (1 / 1024) ** (torch.arange(8.0) / 7)
+    torch.testing.assert_close(cos[:, :8], angles.cos())
+    torch.testing.assert_close(sin[:, :8], angles.sin())
+    assert torch.equal(cos[:, 8:], torch.ones(40, 8)) and torch.equal(sin[:, 8:], torch.zeros(40, 8))
+
+
 def test_softcap_bounds_the_logits():
     capped = train_gpt.softcap(torch.randn(16, 50304).bfloat16() * 1000)
     assert capped.dtype == torch.float32
