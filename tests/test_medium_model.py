@@ -195,6 +195,22 @@ def test_both_mlp_paths_norm_their_input(epilogue):
         torch.testing.assert_close(out.float(), plain, rtol=2e-2, atol=2e-2 * plain.abs().max().item())
 
 
+def test_each_block_gets_the_value_embedding_of_its_tables_layout(model, monkeypatch):
+    """Block i mixes in value_embeds[value_embed_layout[i]] of the tokens (None between): the layout test checks the
+    list, not what the forward does with it, and every table learns from the gradients, so a forward that handed
+    every block table 0 passed."""
+    tokens = packed_tokens(10)
+    given, forward = [], medium.Block.forward
+    monkeypatch.setattr(medium.Block, "forward", lambda self, x, x0, value_embed, *rest: given.append(value_embed) or
+                        forward(self, x, x0, value_embed, *rest))
+    with torch.no_grad():
+        model(tokens[:-1], tokens[1:], torch.tensor(2))
+        tables = [table(tokens[:-1])[None] for table in model.value_embeds]
+    assert len(given) == 16
+    for i, (value_embed, table) in enumerate(zip(given, medium.value_embed_layout(16))):
+        assert value_embed is None if table is None else torch.equal(value_embed, tables[table]), i
+
+
 def test_value_embedding_layout_and_attention_free_block():
     assert medium.value_embed_layout(16) == [0, 1, 2] + [None] * 10 + [0, 1, 2]
     gpt = medium.GPT(tiny_args())
