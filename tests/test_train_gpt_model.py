@@ -457,6 +457,7 @@ def test_embedding_tables_are_bf16_as_in_the_record():
     assert model.lm_head_w.dtype == torch.float32
 
 
+
 def smear_backout_model(**overrides):
     args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256,
                                      **overrides)
@@ -592,3 +593,43 @@ def test_the_tables_gradients_are_summed_in_fp32_over_micro_steps_and_handed_ove
         plain += torch.stack([table.weight.grad.float() for table in model.embedding_tables()])
     assert all(t.abs().sum() > 0 for t in plain)  # every table's gradient reaches the sums, the value tables' too
     assert torch.allclose(sums, plain, rtol=2 ** -6, atol=2 ** -6 * plain.abs().max().item())
+
+
+def attention_inputs_case(seed):
+    """An eval-mode attention's inputs: a stream of RMS 3 (bf16), a value embedding, two lambdas and a dense mask of
+    two documents with a window of 2 blocks over 256 tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (3 * torch.randn(1, 256, 64, generator=gen)).bfloat16()
+    ve = torch.randn(1, 256, 64, generator=gen).bfloat16()
+    docs = (random_tokens(seed, 256, [90, 300]) == EOT_TOKEN).cumsum(0)
+    return x, ve, torch.tensor([0.7, -0.4]), train_gpt.dense_mask(docs, torch.tensor(2))
+
+
+def test_attention_is_the_gated_heads_of_normed_rotated_q_and_k_through_the_output_projection():
+    """Rebuilt from its parts in fp32 (the bf16 path of eval): rows 0-2 of qkvo_w make q, k and v, q and k
+    RMS-normed and rotated, v mixed with the value embedding, attention at scale 0.12, each head times
+    sigmoid(gate_w @ x[:gate_dim]), then row 3 of qkvo_w. The model tests start the gate and row 3 at zero and
+    compare the model with itself, so a gate read from the last dims, doubled or left out, QKV taken from rows 1-3
+    and the output weight transposed all passed."""
+    torch.manual_seed(0)
+    attention = train_gpt.CausalSelfAttention(Hyperparameters(**TINY), train_gpt.Rotary(32, 256))
+    with torch.no_grad():
+        attention.qkvo_w[3].normal_(std=0.1)
+        attention.gate_w.normal_(std=1.0)
+    attention.eval()
+    x, ve, lambdas, mask = attention_inputs_case(12)
+    with torch.no_grad():
+        out = attention(x, ve, lambdas, mask)
+    w, gate_w = attention.qkvo_w.detach().float(), attention.gate_w.detach().float()
+    q, k, v = (x.float() @ w[:3].flatten(0, 1).T).view(1, 256, 6, 32).chunk(3, dim=-2)
+    cos, sin = train_gpt.Rotary(32, 256).tables(256)
+    q, k = (train_gpt.rotated(F.rms_norm(t, (32,)), cos, sin) for t in (q, k))
+    v = 0.7 * v - 0.4 * ve.float().view(1, 256, 2, 32)
+    y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                       scale=0.12).transpose(1, 2)
+    gate = torch.sigmoid(x.float()[..., :1] @ gate_w.T)  # gate_dim = 64 // 64 = 1: the first dim of each token
+    assert gate.min() < 0.2 and gate.max() > 0.8
+    expected = (y * gate[..., None]).flatten(2) @ w[3]
+    assert out.shape == expected.shape and out.dtype == torch.bfloat16
+    assert (out.float() - expected).norm() / expected.norm() < 0.02  # bf16's rounding of the stream's path
+
