@@ -633,3 +633,25 @@ def test_attention_is_the_gated_heads_of_normed_rotated_q_and_k_through_the_outp
     assert out.shape == expected.shape and out.dtype == torch.bfloat16
     assert (out.float() - expected).norm() / expected.norm() < 0.02  # bf16's rounding of the stream's path
 
+
+def test_a_block_mixes_its_streams_then_adds_attention_and_the_mlp_each_of_the_normed_stream():
+    """lambdas[0] x + lambdas[1] x0, plus attention of its rms_norm, plus the MLP of the result's rms_norm: bit for bit
+    what the block's parts give. The model's lambdas start at (1, 0), the stream near RMS 1 and the other tests
+    compare the model with itself, so swapped lambdas, a lost residual or an un-normed input passed."""
+    torch.manual_seed(0)
+    block = train_gpt.Block(Hyperparameters(**TINY), True, train_gpt.Rotary(32, 256))
+    with torch.no_grad():
+        block.attn.qkvo_w[3].normal_(std=0.1)
+        block.attn.gate_w.normal_(std=1.0)
+        block.mlp.proj_w.normal_(std=0.1)
+    block.eval()
+    x, ve, attn_lambdas, mask = attention_inputs_case(13)
+    x0 = F.rms_norm(torch.randn(1, 256, 64, generator=torch.Generator().manual_seed(14)), (64,)).bfloat16()
+    block_lambdas = torch.tensor([0.5, 2.0])
+    with torch.no_grad():
+        out = block(x, x0, ve, block_lambdas, attn_lambdas, mask)
+        mixed = block_lambdas[0] * x + block_lambdas[1] * x0
+        mixed = mixed + block.attn(F.rms_norm(mixed, (64,)), ve, attn_lambdas, mask)
+        expected = mixed + block.mlp(F.rms_norm(mixed, (64,)))
+    assert torch.equal(out, expected)
+    assert (expected - mixed).abs().max() > 0.1 and (mixed - x).abs().max() > 0.1  # both parts add something
