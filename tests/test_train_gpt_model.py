@@ -655,3 +655,33 @@ def test_a_block_mixes_its_streams_then_adds_attention_and_the_mlp_each_of_the_n
         expected = mixed + block.mlp(F.rms_norm(mixed, (64,)))
     assert torch.equal(out, expected)
     assert (expected - mixed).abs().max() > 0.1 and (mixed - x).abs().max() > 0.1  # both parts add something
+
+
+def test_the_model_hands_each_block_its_scalars_value_embedding_and_the_normed_embedding(monkeypatch):
+    """Block i gets block_lambdas[i] and attn_lambdas[i] of scalar_views (all scalars made distinct), the value
+    embedding of value_embed_layout[i] (None between) and x0 = rms_norm(embedding). The scalars start equal across
+    layers (1, 0 and 0.5, 0.5), so lambdas handed to the wrong place passed."""
+    model = tiny_model()
+    model.eval()
+    with torch.no_grad():
+        model.scalars.copy_(torch.arange(model.scalars.numel()) / 10)
+        for table in model.embedding_tables():
+            table.weight.mul_(3)  # rows of RMS 3: the norm of x0 matters
+    calls, forward = [], train_gpt.Block.forward
+    monkeypatch.setattr(train_gpt.Block, "forward", lambda self, x, x0, ve, block_lambdas, attn_lambdas, *rest: (
+        calls.append((x0, ve, block_lambdas, attn_lambdas)), forward(self, x, x0, ve, block_lambdas, attn_lambdas,
+                                                                        *rest))[1])
+    tokens = random_tokens(15, 257, [50, 120])
+    with torch.no_grad():
+        model(tokens[:-1].int(), tokens[1:].int(), torch.tensor(2, dtype=torch.int32))
+    _, block, attn = model.scalar_views()
+    x0 = F.rms_norm(model.embed(tokens[:-1].int())[None], (64,))
+    assert len(calls) == 12
+    for i, (got_x0, got_ve, got_block, got_attn) in enumerate(calls):
+        assert torch.equal(got_x0, x0), i
+        assert torch.equal(got_block, block[i]) and torch.equal(got_attn, attn[i]), i
+        table = model.value_embed_layout[i]
+        if table is None:
+            assert got_ve is None, i
+        else:
+            assert torch.equal(got_ve, model.value_embeds[table](tokens[:-1].int())[None]), i
