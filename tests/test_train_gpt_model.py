@@ -457,6 +457,26 @@ def test_embedding_tables_are_bf16_as_in_the_record():
     assert model.lm_head_w.dtype == torch.float32
 
 
+def test_training_head_loss_is_the_summed_cross_entropy_of_the_softcapped_fp8_logits_of_the_normed_stream():
+    """The CPU's training head (fp8_mm, then the softcap and a summed cross entropy), from the stream rms_norm'd
+    inside: a stream 32 times larger gives the same loss. The eval test hands head_loss a normed stream, and the
+    model's other tests compare it with itself, so a training loss without the softcap, or a head that skipped the
+    norm, passed."""
+    model = tiny_model()
+    with torch.no_grad():
+        model.lm_head_w.normal_(0, 10.0)
+    assert model.training
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(3)).bfloat16()
+    targets = torch.randint(0, 50257, (32,), dtype=torch.int32)
+    logits = train_gpt.fp8_mm(F.rms_norm(x, (64,)), model.lm_head_w, *model.fp8_scales)[0]
+    expected = F.cross_entropy(30 * torch.sigmoid(logits.float() / 7.5), targets.long(), reduction="sum")
+    assert logits.float().abs().max() > 30  # the softcap bends these logits
+    with torch.no_grad():
+        torch.testing.assert_close(model.head_loss(x, targets), expected)
+        torch.testing.assert_close(model.head_loss(32 * x, targets), expected)
+        model.eval()
+        torch.testing.assert_close(model.head_loss(32 * x, targets), model.head_loss(x, targets))
+
 
 def smear_backout_model(**overrides):
     args = train_gpt.Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=256, val_seq_len=256,
