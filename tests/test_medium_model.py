@@ -310,6 +310,40 @@ def test_a_block_mixes_its_input_with_the_embedding_stream_by_its_two_lambdas():
     assert torch.equal(out, 0.5 * x + 2.0 * x0)
 
 
+def block_case(seed):
+    """A block's inputs: a stream of RMS 3 and x0 (bf16), a value embedding, attention lambdas and a dense mask of
+    several documents with a window of 2 blocks."""
+    generator = torch.Generator().manual_seed(seed)
+    x, x0, ve = ((scale * torch.randn(1, SEQ, 64, generator=generator)).bfloat16() for scale in (3, 1, 1))
+    docs = (packed_tokens(seed)[:SEQ] == medium.EOT_TOKEN).cumsum(0)
+    return x, x0, ve, torch.tensor([0.7, -0.4]), medium.dense_mask(docs, torch.tensor(2))
+
+
+def test_attention_is_the_heads_of_normed_rotated_q_and_k_and_normed_v_through_the_output_projection():
+    """Rebuilt from its parts in fp32: rows 0-2 of qkvo_w make q, k and v of the un-normed stream, q and k RMS-normed
+    and rotated, v RMS-normed and mixed with the value embedding, attention at scale 0.12, then y @ row 3. The model
+    tests compare the model with itself, so QKV taken from rows 1-3 (the output weight doubling as the values')
+    passed."""
+    torch.manual_seed(0)
+    attention = medium.CausalSelfAttention(tiny_args(), medium.Rotary(32, SEQ))
+    with torch.no_grad():
+        attention.qkvo_w[3].normal_(std=0.1)
+    x, _, ve, lambdas, mask = block_case(11)
+    with torch.no_grad():
+        out = attention(x, ve, lambdas, mask)
+    w = attention.qkvo_w.detach().float()
+    q, k, v = (x.float() @ w[:3].flatten(0, 1).T).view(1, SEQ, 6, 32).chunk(3, dim=-2)
+    cos, sin = medium.Rotary(32, SEQ).tables(SEQ)
+    q, k = (medium.rotated(F.rms_norm(t, (32,)), cos, sin) for t in (q, k))
+    v = 0.7 * F.rms_norm(v, (32,)) - 0.4 * ve.float().view(1, SEQ, 2, 32)
+    y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                       scale=0.12).transpose(1, 2)
+    expected = y.flatten(2) @ w[3]
+    assert out.shape == expected.shape and out.dtype == torch.bfloat16
+    assert (out.float() - expected).norm() / expected.norm() < 0.02  # bf16's rounding
+
+
+
 def test_rotary_turns_the_first_half_of_the_pairs_at_the_records_frequencies_and_leaves_the_rest():
     """head_dim 32: 8 frequencies from 1 down to 1/1024 (geometric) on the first 8 of 16 pairs, the other 8 pairs
     position-free (cos 1, sin 0). The kernels' tests share these tables with their torch reference, so they did not
