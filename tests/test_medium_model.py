@@ -343,6 +343,26 @@ def test_attention_is_the_heads_of_normed_rotated_q_and_k_and_normed_v_through_t
     assert (out.float() - expected).norm() / expected.norm() < 0.02  # bf16's rounding
 
 
+@pytest.mark.parametrize("epilogue", [False, True], ids=["torch", "epilogue"])
+def test_a_block_adds_attention_of_its_mixed_stream_then_the_mlp(epilogue):
+    """mixed = lambdas[0] x + lambdas[1] x0, plus attention of mixed (un-normed: record 7), plus the MLP of the sum
+    (which norms it), bit for bit what the block's parts give. The lambda test above has no attention, and the model
+    tests compare the model with itself, so a block that dropped attention's residual passed."""
+    torch.manual_seed(0)
+    block = medium.Block(tiny_args(mlp_epilogue=epilogue), has_attention=True, rotary=medium.Rotary(32, SEQ))
+    with torch.no_grad():
+        block.attn.qkvo_w[3].normal_(std=0.1)
+        block.mlp.proj_w.normal_(std=0.1)
+    x, x0, ve, attn_lambdas, mask = block_case(12)
+    block_lambdas = torch.tensor([0.5, 2.0])
+    with torch.no_grad():
+        out = block(x, x0, ve, block_lambdas, attn_lambdas, mask)
+        mixed = block_lambdas[0] * x + block_lambdas[1] * x0
+        after_attention = mixed + block.attn(mixed, ve, attn_lambdas, mask)
+        expected = after_attention + block.mlp(after_attention)
+    assert torch.equal(out, expected)
+    assert (after_attention - mixed).abs().max() > 0.1 and (expected - after_attention).abs().max() > 0.1
+
 
 def test_rotary_turns_the_first_half_of_the_pairs_at_the_records_frequencies_and_leaves_the_rest():
     """head_dim 32: 8 frequencies from 1 down to 1/1024 (geometric) on the first 8 of 16 pairs, the other 8 pairs
