@@ -1482,6 +1482,19 @@ def test_attention_inputs_gradients_on_the_cpu_path_are_autograds(script):
 
 
 @SCRIPTS
+def test_attention_inputs_cpu_gradients_hold_for_heads_far_from_rms_1(script):
+    """The test above with q, k and v of RMS 4: track 2's value lambda's gradient sums grad_v times rms_norm(v), and
+    attention_case's draws have an RMS near 1, where a CPU backward that summed grad_v times v passed."""
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 10, True)
+    qkv = (4 * qkv).requires_grad_()  # exact in bf16
+    lambdas.requires_grad_(), ve.requires_grad_()
+    torch.autograd.backward(script.attention_inputs(qkv, cos, sin, lambdas, ve), grads)
+    expected = torch_attention_gradients(script, qkv.detach(), cos, sin, lambdas.detach(), ve.detach(), grads)
+    for got, want in zip((qkv.grad, lambdas.grad, ve.grad), expected):
+        torch.testing.assert_close(got.float(), want, rtol=2 ** -7, atol=2 ** -6)
+
+
+@SCRIPTS
 def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layout(require_interpreted, script):
     """Gradients laid out heads first (batch x heads x tokens x head_dim, seen transposed), as FlexAttention's backward
     may give them, are read through their strides: the same result as contiguous ones."""
