@@ -5,12 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import shards  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 from shards import EOT, MAGIC  # noqa: E402
 
 FIX = "re-download or re-tokenize it"
@@ -21,13 +21,6 @@ def check(*args):
     result = subprocess.run([sys.executable, str(REPO_ROOT / "data" / "check_shards.py"),
                              *map(str, args)], capture_output=True, text=True, timeout=60)
     return result.returncode, result.stdout.splitlines(), result.stderr.splitlines()
-
-
-def raw_shard(path, header_values, payload=b""):
-    header = np.zeros(256, dtype="<i4")
-    header[:len(header_values)] = header_values
-    path.write_bytes(header.tobytes() + payload)
-    return path
 
 
 @pytest.fixture
@@ -101,14 +94,14 @@ def test_shorter_than_header(tmp_path):
 
 
 def test_wrong_magic(tmp_path):
-    path = raw_shard(tmp_path / "x.bin", [42, 1, 0])
+    path = hand_made_shard(tmp_path / "x.bin", [42, 1, 0])
     code, out, err = check(path)
     assert code == 1
     assert err == [f"error: {path}: not a speedrun shard (magic 42, expected {MAGIC}); {FIX}"]
 
 
 def test_wrong_version(tmp_path):
-    path = raw_shard(tmp_path / "x.bin", [MAGIC, 2, 1], b"\0\0")
+    path = hand_made_shard(tmp_path / "x.bin", [MAGIC, 2, 1], b"\0\0")
     code, out, err = check(path)
     assert code == 1
     assert err == [f"error: {path}: unsupported shard version 2 (expected 1); {FIX}"]

@@ -13,6 +13,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import shards  # noqa: E402
 import train_gpt  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 from shards import EOT, MAGIC, VERSION  # noqa: E402
 
 SHARD_SIZE = 50_000
@@ -62,11 +63,7 @@ def test_val_tokens_are_the_start_of_the_val_shard(tokenized):
 def bad_shards(tmp_path):
     """One file per ShardError case, in the order the checks run."""
     def raw(name, header_values, payload_bytes):
-        header = np.zeros(256, dtype="<i4")
-        header[:len(header_values)] = header_values
-        path = tmp_path / name
-        path.write_bytes(header.tobytes() + bytes(payload_bytes))
-        return str(path)
+        return str(hand_made_shard(tmp_path / name, header_values, payload_bytes))
 
     short = tmp_path / "short.bin"
     short.write_bytes(b"\0" * 7)

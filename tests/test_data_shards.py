@@ -9,15 +9,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 import shards  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 from shards import EOT, HEADER_BYTES, MAGIC, VERSION, ShardError  # noqa: E402
 
 
 def raw_shard(path, header_values, n_token_bytes):
-    """Write a file with a hand-made header (first ints) and n_token_bytes of payload."""
-    header = np.zeros(256, dtype="<i4")
-    header[:len(header_values)] = header_values
-    path.write_bytes(header.tobytes() + bytes(n_token_bytes))
-    return str(path)
+    """A hand-made header and n_token_bytes of zeros, as the str path read_tokens takes."""
+    return str(hand_made_shard(path, header_values, n_token_bytes))
 
 
 def test_constants():

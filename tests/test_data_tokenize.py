@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import fineweb  # noqa: E402
 import shards  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 
 SHARD_SIZE = 50_000
 CORPUS_SHARDS = 7  # conftest.py's english_corpus holds 333,573 tokens: 1 val + 6 train shards of SHARD_SIZE
@@ -244,11 +245,7 @@ def test_a_val_shard_of_exactly_the_tracks_validation_gets_no_warning(tmp_path, 
     """10,485,761 tokens are what the tracks read, so enough; one fewer is not. (A sparse file: the header says
     how many tokens, and only the header and size are read.)"""
     val = tmp_path / "x_val_000000.bin"
-    header = np.zeros(shards.HEADER_INTS, dtype=shards.HEADER_DTYPE)
-    header[:3] = (shards.MAGIC, shards.VERSION, n_val)
-    with open(val, "wb") as f:
-        f.write(header.tobytes())
-        f.truncate(shards.HEADER_BYTES + 2 * n_val)
+    hand_made_shard(val, [shards.MAGIC, shards.VERSION, n_val], 2 * n_val)
     fineweb.warn_where_the_tracks_fall_short([val, tmp_path / "x_train_000001.bin"], n_val + 1, [])
     assert capsys.readouterr().err.startswith("warning: the val shard holds") == warned
 

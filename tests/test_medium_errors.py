@@ -9,7 +9,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -18,6 +17,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import shards  # noqa: E402
 import train_gpt_medium as medium  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 from stand_ins import documents  # noqa: E402
 
 TINY = ["--device=cpu", "--compile=false", "--model_dim=64", "--num_heads=2", "--head_dim=32",
@@ -34,22 +34,15 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
 
-def write_raw(path: Path, header_values, payload_bytes: int) -> Path:
-    header = np.zeros(256, dtype="<i4")
-    header[:len(header_values)] = header_values
-    path.write_bytes(header.tobytes() + bytes(payload_bytes))
-    return path
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("medium_errors")
     shards.write_shard(root / "good_train_000001.bin", documents(60_000))  # more than the default warmup's 80 sequences
     shards.write_shard(root / "good_val_000000.bin", documents(4_000))
-    write_raw(root / "magic.bin", [12345, 1, 10], 20)
-    write_raw(root / "version.bin", [shards.MAGIC, 2, 10], 20)
-    write_raw(root / "truncated.bin", [shards.MAGIC, 1, 10], 12)
-    write_raw(root / "corrupt.bin", [shards.MAGIC, 1, 10], 24)
+    hand_made_shard(root / "magic.bin", [12345, 1, 10], 20)
+    hand_made_shard(root / "version.bin", [shards.MAGIC, 2, 10], 20)
+    hand_made_shard(root / "truncated.bin", [shards.MAGIC, 1, 10], 12)
+    hand_made_shard(root / "corrupt.bin", [shards.MAGIC, 1, 10], 24)
     (root / "short.bin").write_bytes(bytes(100))
     (root / "earlier.txt").write_text("an earlier run's log\n")
     (root / "downloaded").mkdir()

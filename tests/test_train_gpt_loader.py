@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import train_gpt  # noqa: E402
 import train_gpt_medium  # noqa: E402
+from shard_files import hand_made_shard  # noqa: E402
 from shards import write_shard  # noqa: E402
 from train_gpt import DataError, Hyperparameters, SetupError  # noqa: E402
 
@@ -204,10 +205,7 @@ def test_val_tokens_are_the_first_tokens_of_the_val_files(shards):
 # Bad shards: each message names the file, the problem and the fix
 
 def raw_file(path, header_values, payload_bytes):
-    header = np.zeros(256, dtype="<i4")
-    header[:len(header_values)] = header_values
-    path.write_bytes(header.tobytes() + bytes(payload_bytes))
-    return str(path)
+    return str(hand_made_shard(path, header_values, payload_bytes))
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
