@@ -1,4 +1,5 @@
-"""NanoGPT speedrun, track 2: GPT-2 medium's width (16 blocks, ~249M) to 2.92 val loss on FineWeb with 8 GPUs.
+"""NanoGPT speedrun, track 2: GPT-2 medium's width (16 blocks, ~249M matmul weights) to 2.92 val loss on FineWeb
+with 8 GPUs.
 
 Launch: ./run.sh medium  (or: torchrun --standalone --nproc_per_node=8 train_gpt_medium.py [--name=value ...])
 Every setting is a field of Hyperparameters below; --help lists them with their defaults.
