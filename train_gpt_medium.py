@@ -678,12 +678,13 @@ def relu_square_gemm_kernel(x_desc, w_desc, out_desc, a_desc, row_scale_ptr, row
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                             PROGRAMS: tl.constexpr, BACKWARD: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
     """x (rows x K) times w, with relu_square_epilogue and a float32 scale per row of x. Forward: w is cols x K, the
-    product is h and a_desc is None. Backward: w is K x cols and the product is grad_a. Each of PROGRAMS programs (one
-    or two an SM) walks tiles through TMA descriptors; flatten pipelines the next tile's loads under this tile's
-    epilogue. A second program on the SM, where both fit, could run its MMAs under the first one's epilogue; with the
-    128 x 128 tiles that lets fit, it ran slower than one 128 x 256 program (perf/medium_mlp_bench.py, session 26).
-    SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so the epilogue stages half a tile in
-    shared memory (Triton's persistent-matmul tutorial), which leaves room for more pipeline stages."""
+    product times the row scale is h, and a_desc is None. Backward: w is K x cols and the product is grad_a. Each of
+    PROGRAMS programs (one or two an SM) walks tiles through TMA descriptors; flatten pipelines the next tile's loads
+    under this tile's epilogue. A second program on the SM, where both fit, could run its MMAs under the first one's
+    epilogue; with the 128 x 128 tiles that two programs need to fit, it ran slower than one 128 x 256 program
+    (perf/medium_mlp_bench.py, session 26). SPLIT_EPILOGUE stores each tile as two halves of BLOCK_N / 2 columns, so
+    the epilogue stages half a tile in shared memory (Triton's persistent-matmul tutorial), which leaves room for more
+    pipeline stages."""
     tiles = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
         first_row, first_col = tile_origin(tile, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
