@@ -814,7 +814,7 @@ NS_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418
                    (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012)]
 
 
-def gram_newton_schulz(gram: Tensor, steps) -> Tensor:
+def gram_newton_schulz(gram: Tensor, steps: list) -> Tensor:
     """The matrix that quintic Newton-Schulz steps x -> (a I + b R + c R R) x, R = x x^T, multiply x by, one step per
     (a, b, c) in steps, from the Gram matrix R of the first x alone: each step's polynomial P maps R to P R P. All of
     these are polynomials in the first R, so every product is symmetric: each is one sym_matmul."""
@@ -1934,7 +1934,7 @@ def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
 def newton_schulz_builds(muon: Muon, device: torch.device):
     """sym_matmul's builds for the shapes of Muon's matrices, launched as orthogonalize calls it, one after another
     (shapes that Triton specialises alike build once): X X^T of the wide layout and, for a tall matrix, of the first
-    iteration's transposed view, then a I + b A + c A A, and Gram Newton-Schulz's products of two symmetric matrices.
+    restart's transposed view, then a I + b R + c R R, and Gram Newton-Schulz's products of two symmetric matrices.
     Submitted to the builds once Muon exists."""
     fp16 = dict(device=device, dtype=torch.float16)
     for rows, cols in sorted({tuple(p.shape[-2:]) for group in muon.param_groups for p in group["params"]}):
