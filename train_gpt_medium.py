@@ -1050,7 +1050,7 @@ def block_masks(docs: Tensor, windows: list[Tensor], windowed_mask_mod: bool | N
     1.1 ms a step on the H200); uncompiled flex_attention evaluates it on every block, so there it needs the window.
     By default (None) mask_mod leaves it out where dynamo traces the caller, as it does the compiled model.
     The rows of every mask, key side and query side (the backward's), come from one block_rows call: one sort a step
-    (eight calls, one a matrix, as track 1 once made them, ran 1.0 ms a step slower on the H200)."""
+    (one call per matrix, eight, ran track 1 1.0 ms a step slower on the H200)."""
     matrices = []
     for window_blocks in windows:
         any_pair, full = block_relations(docs, window_blocks)
