@@ -1873,9 +1873,10 @@ def save_compile_cache(path: str) -> str | None:
 
 def trace_autograd_functions_as_one_call():
     """Before torch.compile: normed_relu_square_mlp becomes one call in dynamo's graph (as track 1's fp8_mlp), and
-    AOTAutograd traces NormedReluSquareMLP into the compiled graphs as before. Dynamo traced the autograd.Function's
-    forward and backward at every call, at every start. AOTAutograd's cache keeps graphs that call the function under
-    a key from the source of what it runs, so that an edited MLP misses instead of reusing old graphs."""
+    AOTAutograd traces NormedReluSquareMLP into the compiled graphs as before (the same ops), where dynamo would trace
+    the autograd.Function's forward and backward at every call, at every start. AOTAutograd's cache skips graphs that
+    call a Python function unless it is marked cacheable; the mark's key is the source of what the function runs, so
+    that an edited MLP misses instead of reusing old graphs."""
     torch._dynamo.allow_in_graph(normed_relu_square_mlp)
     source = "".join(inspect.getsource(part) for part in (normed_relu_square_mlp, NormedReluSquareMLP, reciprocal_rms))
     name = f"{normed_relu_square_mlp.__module__}.{normed_relu_square_mlp.__name__}"
