@@ -934,22 +934,27 @@ class Muon(torch.optim.Optimizer):
             per_rank, params = grad_shard.size(0), group["params"]
             owned = params[self.comm.rank * per_rank:(self.comm.rank + 1) * per_rank]
             own_rows = self.comm.own(stack)  # this rank's rows of the stack, padding included
-            rows, cols = params[0].shape[-2:]
-            lr = group["lr"] * max(1.0, rows / cols) ** 0.5
-            # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
-            scalars = [torch.tensor(value, dtype=torch.float32)
-                       for value in (group["momentum"], lr, 1 - group["lr"] * group["weight_decay"])]
-            if owned:  # one update for this rank's matrices of the group, stacked (a rank can own only padding)
-                high = own_rows[:len(owned)].view(torch.uint16)
-                low_bits = self._stacked_state(owned, "low_bits", lambda: torch.zeros_like(high))  # fresh: zero
-                momentum_buffer = self._stacked_state(owned, "momentum_buffer",
-                                                      lambda: torch.zeros_like(high, dtype=torch.float32))
-                self.update(high, low_bits, momentum_buffer, grad_shard[:len(owned)], *scalars)
+            if owned:  # a rank can own only padding
+                self._update_owned(group, owned, own_rows[:len(owned)], grad_shard[:len(owned)])
             gathers.append(self.comm.all_gather(stack, own_rows))  # in place: the parameters' rows
         wait_all(gathers)
 
     def _stacked_grads(self, params: list[Tensor]) -> Tensor:
         return padded_stack([p.grad for p in params], self.comm.world_size)
+
+    def _update_owned(self, group, owned: list[Tensor], weights: Tensor, grads: Tensor):
+        """The update call for this rank's matrices of a group, with their stacked state: the bf16 weights' bits are
+        the master weights' upper halves, their low bits the lower halves."""
+        high = weights.view(torch.uint16)
+        low_bits = self._stacked_state(owned, "low_bits", lambda: torch.zeros_like(high))  # fresh: zero
+        momentum_buffer = self._stacked_state(owned, "momentum_buffer",
+                                              lambda: torch.zeros_like(high, dtype=torch.float32))
+        rows, cols = grads.shape[-2:]
+        # 0-d CPU tensors, not floats, so that the compiled update is not recompiled as they change
+        scalars = [torch.tensor(value, dtype=torch.float32) for value in
+                   (group["momentum"], group["lr"] * max(1.0, rows / cols) ** 0.5,
+                    1 - group["lr"] * group["weight_decay"])]
+        self.update(high, low_bits, momentum_buffer, grads, *scalars)
 
     def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
         """This rank's per-matrix state `key` as one stacked tensor, which the update changes in place: each matrix's
