@@ -184,7 +184,8 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 
 def skip_pairs(args: Hyperparameters) -> list[tuple[int, int]]:
-    """The (source, target) blocks of --skip_connections that this model has."""
+    """The (source, target) blocks of --skip_connections that this model has; a malformed value raises SetupError
+    (check_shapes calls it for that alone)."""
     pairs = []
     for item in filter(None, args.skip_connections.split(",")):
         match = re.fullmatch(r"(\d+)>(\d+)", item.strip())
