@@ -25,7 +25,7 @@ command -v "$python" > /dev/null ||
 check_only=false  # the script's last --check_only wins; true: the check below is the whole run
 device=cuda  # the script's last --device wins: where it is not cuda, the script's check says whether it can run
 for arg in "$@"; do  # help needs no GPU and no launch: run.sh's usage, then the script's (torchrun's) and settings
-    if [ "$arg" = --help ] || [ "$arg" = -h ]; then
+    if [ "$arg" = --help ] || [ "$arg" = -h ] || [[ $arg == --help=* ]]; then  # --help=1 too, as the scripts read it
         usage="$0"; [ "$track" = short ] || usage="$0 $track"
         trap '' PIPE  # a reader that closed the pipe early (| head -0) ends it quietly, as the script's help does
         echo "usage: $usage [--name=value ...]   one process per GPU (8, 4, 2 or 1; NPROC=n to choose)," \

@@ -179,7 +179,7 @@ def parse_args(argv: list[str]) -> Hyperparameters:
     defaults = {f.name: f.default for f in dataclasses.fields(Hyperparameters)}
     values = {}
     for arg in argv:
-        if arg in ("-h", "--help"):
+        if arg in ("-h", "--help") or arg.startswith("--help="):  # --help=1 or --help=true asks for help too
             print_help()
         match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.DOTALL)
         if match is None:
