@@ -86,3 +86,24 @@ def test_a_script_lock_without_fcntl_is_one_warning_line_and_goes_on(tmp_path, m
     assert capsys.readouterr().err == (f"warning: fcntl is missing: nothing keeps another job from staging versions "
                                        f"over {tmp_path / 'best.py'}\n")
     assert not (tmp_path / "best.py.lock").exists()
+
+
+@pytest.mark.parametrize("name", ["best.py", "best", "perf/base/best_copy", "best.txt"])
+def test_a_script_lock_leaves_nothing_for_git_to_track(tmp_path, name):
+    """PATH.lock stays after the lock is released (as proxy_common.sh's: removing it would race a job opening it), so
+    .gitignore must cover it whatever PATH is called: it covered *.py.lock only, and perf/medium_mlp_bench.py
+    --best_script=best_copy (no .py) left an untracked best_copy.lock in the repository."""
+    import contextlib
+    import shutil
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copy(PERF.parent / ".gitignore", tmp_path / ".gitignore")
+    script = tmp_path / name
+    script.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        assert bench_common.hold_script_lock(held, script, "perf/medium_mlp_bench.py") is None
+    assert Path(f"{script}.lock").read_text().startswith("perf/medium_mlp_bench.py, pid ")  # the lock was written
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True).stdout
+    assert status.splitlines() == ["?? .gitignore"]
