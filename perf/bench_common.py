@@ -29,10 +29,19 @@ def option_list(argv: list[str], name: str) -> list[str]:
     return [item for value in option_values(argv, name) for item in value.split(",") if item]
 
 
+def print_usage(text: str):
+    """text on stdout; a reader that closed the pipe early (--help | head -0) ends it quietly, as the track scripts'
+    --help does (it was a BrokenPipeError traceback)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's flush raises again
+
+
 def printed_help(argv: list[str], doc: str) -> bool:
     """Whether argv asks for -h or --help, after printing the usage (doc, the module's docstring) if it does."""
     if "-h" in argv or "--help" in argv:
-        print(doc.strip())
+        print_usage(doc.strip())
         return True
     return False
 

@@ -107,3 +107,18 @@ def test_a_script_lock_leaves_nothing_for_git_to_track(tmp_path, name):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, check=True,
                             capture_output=True, text=True).stdout
     assert status.splitlines() == ["?? .gitignore"]
+
+
+@pytest.mark.parametrize("tool", ["compile_census.py", "mlp_bench.py", "trace_time.py"])
+def test_help_into_a_closed_pipe_exits_quietly(tool):
+    """`--help | head -0`, as the track scripts' and run.sh's help: exit code 0 and nothing on stderr, where the perf
+    tools printed a BrokenPipeError traceback (through bench_common's help, and trace_time.py's own print)."""
+    import os
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, str(PERF / tool), "--help"], stdout=write_end, stderr=subprocess.PIPE,
+                                text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, "")
