@@ -64,8 +64,9 @@ class Hyperparameters:
     val_seq_len: int = setting(4 * 64 * 1024, "tokens per rank per validation step (multiple of 128)")
     grad_accum_steps: int = setting(0, "micro-steps per step; 0 = 8 // world_size (same global batch)")
     # schedule
-    num_iterations: int = setting(1619, "optimizer steps (the 2025 record's 1695, 3% fewer with NorMuon, 1% with "
-                                  "backout, 0.4% with the longer cooldown: records/track_1_short/*_Cooldown055)")
+    num_iterations: int = setting(1619, "optimizer steps (the 2025 record's 1695, cut to 1640 with NorMuon, 1625 with "
+                                  "backout and 1619 with the longer cooldown: records/track_1_short/*_NorMuonDefault, "
+                                  "*_BackoutDefault, *_Cooldown055)")
     cooldown_frac: float = setting(0.55, "fraction of steps at the end with linearly decaying lr")
     final_lr_frac: float = setting(0.1, "lr multiplier reached at the last step")
     val_loss_every: int = setting(125, "validate every N steps (0 = only at the end)")
@@ -79,14 +80,18 @@ class Hyperparameters:
     head_dim: int = setting(128, "width of each head (multiple of 4)")
     mlp_ratio: int = setting(4, "MLP hidden width = mlp_ratio * model_dim")
     fp8_mlp: bool = setting(True, "MLP matmuls on the FP8 tensor cores in training, forward and backward: the "
-                            "weights' scales from their maximum, the RMS-normed input's fixed (sqrt(model_dim)), the "
-                            "hidden gradient's from a bound on the weight, the others' from sampled maxima")
-    fp8_amax_row_step: int = setting(16, "the FP8 MLP's hidden activation and gradient scales come from every Nth "
-                                     "row's maximum, with 2x headroom (1 = every row, no headroom)")
+                            "weights' scales from their maximum, the RMS-normed input's fixed (its bound, "
+                            "sqrt(model_dim), to 448), the hidden activation's gradient's from a bound on the weight, "
+                            "the others' from sampled maxima")
+    fp8_amax_row_step: int = setting(16, "the FP8 MLP's sampled scales (its hidden activation's, output gradient's "
+                                     "and pre-activation gradient's) come from every Nth row's maximum, with 2x "
+                                     "headroom (1 = every row, no headroom)")
     fp8_qkv: bool = setting(True, "the attention's QKV projection on the FP8 tensor cores in training (e4m3, a scale "
                             "per token and per output feature): its forward, input gradient and weight gradient")
-    no_attention_layer: int = setting(7, "index of the block without attention (-1 = none)")
-    window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half)")
+    no_attention_layer: int = setting(7, "index of the block without attention (-1 = none; the 2024 records "
+                                      "dropped block 7's)")
+    window_pattern: str = setting("LSSSLSSLSSSL", "per block: L = long window, S = short (half); long-short "
+                                  "attention: the 2025 records")
     smear: bool = setting(False, "each token's embedding adds a gated share of the previous token's (smear)")
     backout_layer: int = setting(8, "subtract a learned share of the residual after this many blocks before "
                                  "the head (backout; -1 = off)")
@@ -114,7 +119,7 @@ class Hyperparameters:
     profile_steps: int = setting(0, "profile the last N warmup steps; the op table goes to the log")
     seed: int = setting(0, "seed of the parameter initialisation")
     device: str = setting("cuda", "cuda, or cpu for tiny test runs")
-    compile: bool = setting(True, "torch.compile the model and both optimizers' updates")
+    compile: bool = setting(True, "torch.compile the model, its weight casts and both optimizers' updates")
     compile_cache: str = setting("", "file of torch.compile artifacts: loaded before compiling if it exists, "
                                  "written after warmup (reusable with the same torch, Triton and GPU)")
     logs_dir: str = setting("logs", "folder of the run logs")
