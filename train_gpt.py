@@ -199,10 +199,11 @@ def parse_args(argv: list[str]) -> Hyperparameters:
 
 
 # ----------------------------------------------------------------------------------------------
-# FP8 matmuls (e4m3 forward, e5m2 gradient): a custom op with fixed scales for the lm_head off the GPU (on the GPU,
-# the fused head below), for the MLP (--fp8_mlp) scales from the weights' maximum, fixed for the normed input,
-# bounded for a's gradient and sampled for the other activations and gradients (--fp8_amax_row_step), and the rowwise
-# GEMM that the QKV projection takes (--fp8_qkv, with the attention inputs' kernels below)
+# FP8 matmuls (e4m3 forward, e5m2 gradient; the QKV projection's e4m3 both ways): a custom op with fixed scales for
+# the lm_head off the GPU (the FP8 head: the 2025 records; on the GPU, the fused head below), for the MLP (--fp8_mlp)
+# scales from the weights' maximum, fixed for the normed input, bounded for a's gradient and sampled for the other
+# activations and gradients (--fp8_amax_row_step), and the rowwise GEMM that the QKV projection takes (--fp8_qkv, with
+# the attention inputs' kernels below)
 
 
 def scaled_mm(a: Tensor, b: Tensor, a_scale: float | Tensor, b_scale: float | Tensor, out_dtype,
@@ -285,9 +286,9 @@ fp8_mm.register_autograd(_fp8_mm_grad, setup_context=_fp8_mm_setup_context)
 def float8_scale(sampled_rows: Tensor, dtype: torch.dtype, row_step: int) -> Tensor:
     """The scale (a 0-d tensor) that maps a tensor's largest magnitude to the format's largest value, from every
     row_step-th row of the tensor (sampled_rows). With row_step > 1 the sample's maximum is doubled: a pass over
-    1/row_step of a (tokens x 3072) activation or gradient instead of all of it; an entry past the doubled sample
-    maximum saturates. Float8's relative precision does not depend on the scale, so the headroom costs one binade
-    at the bottom of the range."""
+    1/row_step of an MLP activation or gradient (tokens x hidden, or x dim) instead of all of it; an entry past the
+    doubled sample maximum saturates. Float8's relative precision does not depend on the scale, so the headroom costs
+    one binade at the bottom of the range."""
     headroom = 2.0 if row_step > 1 else 1.0
     return sampled_rows.detach().abs().amax().float().clamp_min(1e-30) * headroom / torch.finfo(dtype).max
 
@@ -431,7 +432,8 @@ def relu_square_up_triton(x_f8: Tensor, w_f8: Tensor, x_scale: Tensor, w_scale: 
                           out_dtype: torch.dtype = torch.float8_e4m3fn,
                           launch: tuple = RELU_SQUARE_UP_LAUNCH) -> Tensor:
     """fp8_relu_square_up by relu_square_up_kernel (a in e4m3 in training; any float dtype, for tests under Triton's
-    interpreter, whose float8 casts misround). TMA needs 16-byte rows: K and w's rows multiples of 16."""
+    interpreter, whose float8 casts misround). TMA needs rows of a multiple of 16 bytes: K, and w's row count (a's
+    width), multiples of 16 in e4m3."""
     block_m, block_n, block_k, group_m, num_warps, num_stages, split_epilogue = launch
     (rows, k), cols = x_f8.shape, w_f8.size(0)
     programs = min(triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n), multiprocessors(x_f8.device))
@@ -628,9 +630,9 @@ class FP8MLP(torch.autograd.Function):
     the backward's fp8_relu_square_grads, from a's e4m3 copy (the down projection's operand), which the forward keeps
     instead of the bf16 h (half the bytes), and from a's gradient, which its GEMM writes in e5m2 divided by
     grad_a_bound (half the bytes of bf16 to write and to read). The weight gradients' transposed operands x and
-    grad_y come from float8_transposed, x's made in the forward and kept. a's and the gradients' scales sample every
-    row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again). Measured: perf/NOTES.md,
-    sessions 67 and 73."""
+    grad_y come from float8_transposed, x's made in the forward and kept. a's, grad_y's and h's gradient's scales
+    sample every row_step-th row (float8_scale; at row_step 1 the sampled GEMM is the whole one again). Measured:
+    perf/NOTES.md, sessions 67 and 73."""
 
     @staticmethod
     def forward(ctx, x: Tensor, fc_w: Tensor, proj_w: Tensor, fc_f8: Tensor, fc_f8_t: Tensor, proj_f8: Tensor,
