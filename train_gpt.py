@@ -1568,7 +1568,8 @@ gate_logits.register_autograd(_gate_logits_grad, setup_context=_gate_logits_setu
 
 
 # ----------------------------------------------------------------------------------------------
-# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C + diagonal * I, computing only the upper triangle
+# Symmetric matmul kernel: out = alpha * X @ X^T + beta * C + diagonal * I, computing only the upper triangle (Muon's
+# symmetric products in Triton: the 2025-07 records)
 
 
 @triton.jit
@@ -1938,8 +1939,9 @@ def dense_mask(docs: Tensor, window_blocks: Tensor) -> Tensor:
 
 
 def attention_masks(tokens: Tensor, window_blocks: Tensor) -> dict:
-    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT. Block masks on the
-    GPU, whose mask_mod tests the window unless dynamo traces the model (block_masks)."""
+    """Long (window) and short (window/2) masks of one packed sequence; documents start at EOT (document-causal
+    sliding windows by FlexAttention: the 2024 records). Block masks on the GPU, whose mask_mod tests the window unless
+    dynamo traces the model (block_masks)."""
     docs = (tokens == EOT_TOKEN).cumsum(0)
     windows = [window_blocks, torch.clamp_min(window_blocks // 2, 1)]
     if tokens.is_cuda:
@@ -1959,8 +1961,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
 
 
 class Rotary(nn.Module):
-    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the
-    records' half-truncated rotary, 2025)."""
+    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the 2024
+    records' half-truncated rotary)."""
 
     def __init__(self, head_dim: int, max_len: int):
         super().__init__()
@@ -2207,7 +2209,7 @@ def matmul_params(model: GPT) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Data: speedrun shards (256 x int32 header, uint16 tokens), BOS-aligned training sequences
+# Data: speedrun shards (256 x int32 header, uint16 tokens), BOS-aligned training sequences (the 2025-07 records)
 
 SHARD_MAGIC, SHARD_VERSION, HEADER_INTS = 20240520, 1, 256
 HEADER_BYTES = 4 * HEADER_INTS
