@@ -2008,7 +2008,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, value_embed: Tensor | None, lambdas: Tensor, mask,
                 qkv_casts: tuple | None = None) -> Tensor:
-        """qkv_casts: weight_casts, made once for a step's micro-steps (None: cast here)."""
+        """qkv_casts: self.weight_casts(), made once for a step's micro-steps (None: cast here)."""
         B, T = x.shape[:2]
         qkv_w = self.qkvo_w[:3].flatten(0, 1)
         value_embed = None if value_embed is None else value_embed.view(B, T, self.num_heads, self.head_dim)
@@ -2318,7 +2318,8 @@ def load_val_tokens(files: list[str], count: int, device: torch.device) -> Tenso
 
 
 # ----------------------------------------------------------------------------------------------
-# Setup: checks before the slow compile, distributed init, logging, the compile cache, optimizers, kernel builds ahead
+# Setup: checks before the slow compile, device and distributed init, Triton and cuBLASLt settings, logging, crash and
+# signal reports, the compile cache, optimizers, kernel builds ahead
 
 
 def launch_number(name: str, default: int) -> int:
@@ -2333,7 +2334,7 @@ def launch_number(name: str, default: int) -> int:
 def launch_ranks() -> tuple[int, int, int]:
     """World size, rank and local rank as torchrun sets them (1, 0, 0 for a plain python run), checked against each
     other: a RANK left in a shell's environment would hide every error (rank 0 prints them), then wait for
-    sequences that no rank deals it."""
+    sequences that no rank deals it. A MASTER_PORT that is set must be a port."""
     world_size, rank = launch_number("WORLD_SIZE", 1), launch_number("RANK", 0)
     local_rank = launch_number("LOCAL_RANK", 0)
     if world_size >= 1 and rank >= world_size:  # a world size below 1 is check_machine's error
@@ -2726,12 +2727,12 @@ class NullLog:
         pass
 
 
-ERROR_LOG = NullLog()  # rank 0's log once open: a setting, data or out-of-memory error found after it opened ends it
+ERROR_LOG = NullLog()  # rank 0's log once open: an error or a signal after it opened ends it (end_log_with_errors)
 
 
 def open_log(args: Hyperparameters, rank: int, world_size: int):
-    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header, and a crash's first line at the end;
-    other ranks log nothing."""
+    """Rank 0 writes logs/<run_id>.txt: this file's source, then the header, and the error's one line at the end of
+    a run that stops on one; other ranks log nothing."""
     if rank != 0:
         return NullLog()
     run_id = args.run_id or str(uuid.uuid4())
@@ -2749,8 +2750,8 @@ def open_log(args: Hyperparameters, rank: int, world_size: int):
 
 
 def end_log_with_errors(log: RunLog):
-    """A setting or data error found from here on (a shard changed during the run), the GPU out of memory, or a crash
-    (report_crashes) ends the log with the error's one line."""
+    """A setting or data error found from here on (a shard changed during the run), the GPU out of memory, a signal
+    (exit_when_stopped) or a crash (report_crashes) ends the log with the error's one line."""
     global ERROR_LOG
     ERROR_LOG = log
 
@@ -2893,8 +2894,9 @@ def build_optimizers(model: GPT, args: Hyperparameters, comm: Comm):
 
 def tiny_kernel_launches(args: Hyperparameters, device: torch.device) -> list:
     """A launch for each build of the script's own Triton kernels that the custom ops start from compiled code (and the
-    MLP kernel's start-up check), on 16-row tensors with training's dtypes, widths and pointer alignments: what Triton
-    specialises a build on, so that training finds these builds (a miss costs only that build, in warmup step 1)."""
+    MLP backward kernel's start-up check), on 16-row tensors with training's dtypes, widths and pointer alignments:
+    what Triton specialises a build on, so that training finds these builds (a miss costs only that build, in warmup
+    step 1)."""
     rows, dim, vocab, heads, head_dim = 16, args.model_dim, padded_vocab(args.vocab_size), args.num_heads, args.head_dim
     bf16, e4m3 = dict(device=device, dtype=torch.bfloat16), dict(device=device, dtype=torch.float8_e4m3fn)
     x, w = torch.zeros(rows, dim, **bf16), torch.zeros(rows, dim, device=device)  # w: the fp32 head weight's dtype
@@ -3558,7 +3560,8 @@ def report_error(line: str, console: bool):
 
 
 def exit_with_setup_error(error: SetupError):
-    """A setting or data error: one line on rank 0's console, and the log's last line once it is open; exit code 2."""
+    """A setting or data error: one line on rank 0's console (every rank's, for a launch error: prints_errors), and
+    the log's last line once it is open; exit code 2."""
     report_error(f"error: {error}", prints_errors(error))
     sys.exit(2)
 
