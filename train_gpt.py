@@ -2631,7 +2631,8 @@ CUBLASLT_SETTINGS = {"CUBLASLT_WORKSPACE_SIZE": "0", "TORCH_CUBLASLT_UNIFIED_WOR
 
 
 def configure_cublaslt():
-    """CUBLASLT_SETTINGS where the environment does not say otherwise: before any GEMM runs."""
+    """CUBLASLT_SETTINGS where the environment does not say otherwise: before the model's GEMMs (check_gpu's 16 x 16
+    rowwise FP8 probe, rowwise_fp8_matmul_runs, runs one earlier)."""
     for name, value in CUBLASLT_SETTINGS.items():
         os.environ.setdefault(name, value)
 
