@@ -1,6 +1,6 @@
-"""train_gpt.py, sections "FP8 matmul custom op", "Symmetric matmul kernel", "Attention inputs" and the Newton-Schulz
-orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the head's choice of
-its fused op are checked for train_gpt_medium.py's copies too."""
+"""train_gpt.py, the custom ops and kernels (sections "FP8 matmuls" through "Symmetric matmul kernel") and the
+Newton-Schulz orthogonalisation: each against a plain float reference on CPU. The symmetric matmul kernel and the
+head's choice of its fused op are checked for train_gpt_medium.py's copies too."""
 
 import math
 import sys

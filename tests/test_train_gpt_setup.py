@@ -1,11 +1,11 @@
-"""train_gpt.py, section "Main" (setup), with train_gpt_medium.py's copies of the same functions: the torch.compile
-artifact file of --compile_cache (a fresh process whose local inductor cache is empty compiles from cache hits once
-it has loaded the file another process wrote), the compiler's phase times, what a profiled warmup reports besides
-its table: the GPU's idle time and the communication overlap of several processes; the ptxas that builds the
-Triton kernels (torch's, unless the user set one); the start-up's kernel builds on worker threads, and the turns
-their threads take creating Triton's launchers (whose modules Triton loads under one shared name); a CPU
-process's malloc, which keeps freed memory for reuse; the one line a run out of GPU memory stops with; and the
-log header's nvidia-smi table, or the line that says why it is missing."""
+"""train_gpt.py, sections "Setup", "Warmup", "Training" and "Main", with train_gpt_medium.py's copies of the same
+functions: the training clock and its log lines; the torch.compile artifact file of --compile_cache (a fresh process
+whose local inductor cache is empty compiles from cache hits once it has loaded the file another process wrote), the
+compiler's phase times, what a profiled warmup reports besides its table: the GPU's idle time and the communication
+overlap of several processes; the ptxas that builds the Triton kernels (torch's, unless the user set one); the
+start-up's kernel builds on worker threads, and the turns their threads take creating Triton's launchers (whose
+modules Triton loads under one shared name); a CPU process's malloc, which keeps freed memory for reuse; the one line
+a run out of GPU memory stops with; and the log header's nvidia-smi table, or the line that says why it is missing."""
 
 import ctypes
 import functools
