@@ -1126,7 +1126,7 @@ def attention_inputs_backward_kernel(qkv_ptr, cos_ptr, sin_ptr, lambdas_ptr, ve_
         store_halves(grad_qkv_ptr, src + heads * 4 * HALF, mask, gv1, gv2, HALF)
 
 
-ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps
+ATTENTION_INPUTS_LAUNCH = (16, 4)  # BLOCK_ROWS, num_warps: as fast as any of five (perf/gpu_checks.py, session 46)
 
 
 @triton.jit(do_not_specialize=["rows"])  # one build for every count of programs that left sums
