@@ -2631,8 +2631,8 @@ CUBLASLT_SETTINGS = {"CUBLASLT_WORKSPACE_SIZE": "0", "TORCH_CUBLASLT_UNIFIED_WOR
 
 
 def configure_cublaslt():
-    """CUBLASLT_SETTINGS where the environment does not say otherwise: before the model's GEMMs (check_gpu's 16 x 16
-    rowwise FP8 probe, rowwise_fp8_matmul_runs, runs one earlier)."""
+    """CUBLASLT_SETTINGS where the environment does not say otherwise: before the process's first GEMM, which is
+    check_gpu's 16 x 16 rowwise FP8 probe (rowwise_fp8_matmul_runs), since torch may read them only once."""
     for name, value in CUBLASLT_SETTINGS.items():
         os.environ.setdefault(name, value)
 
@@ -3478,6 +3478,7 @@ def train(model, optimizers, weight_casts, batches, val_tokens: Tensor, windows:
 def main():
     args = parse_args(sys.argv[1:])
     world_size, rank, local_rank = launch_ranks()
+    configure_cublaslt()  # before check_settings: its GPU check runs a GEMM
     check_settings(args, world_size)
     args.grad_accum_steps = args.grad_accum_steps or 8 // world_size
     train_files, val_files = check_data(args, world_size, args.grad_accum_steps)
@@ -3487,7 +3488,6 @@ def main():
         return
 
     configure_triton_builds()  # before any of our kernels is built
-    configure_cublaslt()
     device = set_up_device(args, local_rank)
     comm = join_processes(device, rank, world_size)
     builds = KernelBuilds(tiny_kernel_launches(args, device), device) if device.type == "cuda" else None

@@ -496,6 +496,26 @@ def test_cublaslt_runs_without_a_workspace_unless_the_user_says(user_size, monke
                                                    "TORCH_CUBLASLT_UNIFIED_WORKSPACE=0")
 
 
+def test_cublaslt_settings_are_in_place_before_the_gpu_check_runs_its_gemm(monkeypatch):
+    """check_settings' GPU check runs a rowwise FP8 GEMM (rowwise_fp8_matmul_runs), and torch may read the settings
+    once, at its first cuBLASLt GEMM: set after the checks, as they were, a torch that reads them once would keep its
+    32-MiB shared workspace and the memsets that cost 1.2-2.2 ms a full step."""
+    for name in train_gpt.CUBLASLT_SETTINGS:
+        monkeypatch.setenv(name, "recorded")
+        monkeypatch.delenv(name)
+    seen = {}
+
+    def check_settings(args, world_size):
+        seen.update({name: os.environ.get(name) for name in train_gpt.CUBLASLT_SETTINGS})
+        raise train_gpt.SetupError("stop here")
+
+    monkeypatch.setattr(train_gpt, "check_settings", check_settings)
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
+    with pytest.raises(train_gpt.SetupError, match="stop here"):
+        train_gpt.main()
+    assert seen == train_gpt.CUBLASLT_SETTINGS
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
 def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(script):
     torch._dynamo.reset()  # the other case compiled the same code: trace it again here
