@@ -1804,7 +1804,7 @@ class Muon(torch.optim.Optimizer):
                     group["normuon_beta2"])
 
     def _stacked_state(self, owned: list[Tensor], key: str, initial) -> Tensor:
-        """This rank's per-matrix state `key` as one stacked tensor, which the caller updates in place: each matrix's
+        """This rank's per-matrix state `key` as one stacked tensor, which the update changes in place: each matrix's
         state is a view of it, so the state dict keeps one tensor per matrix. The first step makes it by initial();
         later ones find it as the views' base, with no copy (a state loaded from a dict is stacked once)."""
         views = [self.state[p].get(key) for p in owned]

@@ -1117,8 +1117,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask, scale: float) -> Tensor:
 
 
 class Rotary(nn.Module):
-    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the
-    records' half-truncated rotary, 2025)."""
+    """Rotary embedding (Su et al. 2021) on half of the head dims; the other half stays position-free (the 2024
+    records' half-truncated rotary)."""
 
     def __init__(self, head_dim: int, max_len: int):
         super().__init__()
