@@ -1,5 +1,6 @@
-"""README.md: its relative links lead to files that exist, its records tables list every record folder, and every
-record folder holds a README and whole run logs, whose line ends git leaves as written."""
+"""README.md: its relative links (and those of records/'s READMEs and perf/README.md) lead to files that exist, its
+records tables list every record folder, and every record folder holds a README and whole run logs, whose line ends
+git leaves as written."""
 import functools
 import importlib.util
 import itertools
@@ -21,7 +22,8 @@ def relative_links(markdown: Path) -> list[str]:
 
 
 def test_relative_links_lead_to_files_that_exist():
-    pages = [REPO / "README.md", REPO / "records" / "README.md", *REPO.glob("records/track_*/*/README.md")]
+    pages = [REPO / "README.md", REPO / "records" / "README.md", *REPO.glob("records/track_*/*/README.md"),
+             REPO / "perf" / "README.md"]
     missing = [f"{page.relative_to(REPO)}: {target}" for page in pages for target in relative_links(page)
                if not (page.parent / target).exists()]
     assert missing == []
