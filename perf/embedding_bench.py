@@ -1,6 +1,6 @@
 """Track 1's four bf16 embedding tables (the token embedding and three value embeddings, 50,304 x 768) at a proxy
 micro-step's 49,152 token ids (read from the proxy's first training shard, so that frequent tokens repeat as in
-training), forward and backward, three ways: eager (ATen's CUDA backward: the ids sorted, each token's rows summed
+training; without one, a note, and ids drawn with a long tail), forward and backward, three ways: eager (ATen's CUDA backward: the ids sorted, each token's rows summed
 once in fp32); compiled (inductor's backward: an fp32 table zeroed, an atomic add per token and entry, a cast to bf16:
 the model's way until session 68); and the script's add_rows_kernel by launch (ADD_ROWS_LAUNCHES, the script's
 ADD_ROWS_LAUNCH first), which adds the rows' gradients into fp32 sums that a step's micro-steps share (SummedLookup),
@@ -40,6 +40,9 @@ def token_ids(tokens: int, vocab: int, tiny: bool, device: str) -> torch.Tensor:
     shards = sorted(glob.glob(PROXY_SHARDS))
     if shards and not tiny:
         return load_script(ROOT / "train_gpt.py").read_shard(shards[0], tokens).to(device, torch.int32)
+    if not tiny:
+        print(f"note: no proxy shard matches {PROXY_SHARDS}: ids drawn with a long tail instead of training's "
+              "(bash -c 'source perf/proxy_common.sh; unpack_proxy_data' unpacks them)", file=sys.stderr)
     ranks = torch.arange(1, vocab + 1, dtype=torch.float64)
     return torch.multinomial(1 / ranks, tokens, replacement=True, generator=torch.Generator().manual_seed(0)).to(
         device, torch.int32)

@@ -1,4 +1,4 @@
-# Shared by perf/proxy.sh, perf/ab.sh and perf/multi_gpu.sh: the proxy data settings, one logged run, the
+# Shared by perf/proxy.sh, ab.sh, fullbatch_ab.sh, startup_ab.sh and multi_gpu.sh: the proxy data settings, one logged run, the
 # summary table. Device calls carry perf/carry/ (ignored): the proxy shards xz-compressed (perf/pack.sh: 29 MB
 # instead of 52 MB, so the 64 MiB carry limit leaves room). Each script's torch.compile artifact file
 # (--compile_cache), which a run loads before compiling and rewrites after its warmup, lives in PROXY_ARTIFACTS

@@ -48,3 +48,11 @@ def test_only_the_scripts_a_branch_has_and_changes_are_copied(repo, repo_root):
     assert result.stdout == "perf/base/feat-x_train_gpt.py\n"
     assert [p.name for p in (repo / "perf" / "base").iterdir()] == ["feat-x_train_gpt.py"]
     assert (repo / "perf" / "base" / "feat-x_train_gpt.py").read_text() == "# feat/x\n"
+
+
+def test_a_branch_that_changes_neither_script_says_so(repo, repo_root):
+    """(main itself, or a branch of data tools only, copied nothing and said nothing.)"""
+    result = branch_scripts(repo, repo_root, "main", "feat/x")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "perf/base/feat-x_train_gpt.py\n"
+    assert result.stderr == "note: main changes neither track script against main: nothing copied\n"

@@ -33,3 +33,15 @@ def test_tiny_run_times_every_backward_and_the_fp32_ways_sum_within_one_rounding
     # bound; add_rows_kernel's sums stay fp32 (only the adds' order differs)
     assert 0 < errors["compiled"][0] <= 2 ** -8 and errors["eager"][0] < 0.05
     assert all(error < 1e-6 for error in errors["add_rows_kernel"]), errors
+
+
+def test_without_a_proxy_shard_the_ids_are_drawn_and_a_note_says_so(repo_root, monkeypatch, tmp_path, capsys):
+    """(A GPU run without data/proxy/ timed drawn ids where its help promised training's, silently.)"""
+    sys.path.insert(0, str(repo_root / "perf"))
+    import embedding_bench
+    monkeypatch.setattr(embedding_bench, "PROXY_SHARDS", str(tmp_path / "proxy_train_*.bin"))
+    ids = embedding_bench.token_ids(64, 100, tiny=False, device="cpu")
+    assert ids.shape == (64,) and int(ids.max()) < 100
+    assert capsys.readouterr().err.startswith(f"note: no proxy shard matches {tmp_path / 'proxy_train_*.bin'}: ")
+    embedding_bench.token_ids(64, 100, tiny=True, device="cpu")  # --tiny draws them by design: no note
+    assert capsys.readouterr().err == ""
