@@ -1,13 +1,13 @@
 """Track 1's four bf16 embedding tables (the token embedding and three value embeddings, 50,304 x 768) at a proxy
 micro-step's 49,152 token ids (read from the proxy's first training shard, so that frequent tokens repeat as in
-training; without one, a note, and ids drawn with a long tail), forward and backward, three ways: eager (ATen's CUDA backward: the ids sorted, each token's rows summed
-once in fp32); compiled (inductor's backward: an fp32 table zeroed, an atomic add per token and entry, a cast to bf16:
-the model's way until session 68); and the script's add_rows_kernel by launch (ADD_ROWS_LAUNCHES, the script's
-ADD_ROWS_LAUNCH first), which adds the rows' gradients into fp32 sums that a step's micro-steps share (SummedLookup),
-in id order: each id's rows summed in registers, then added once (the ids sorted once for the four tables, the sort
-timed with it; the kernel without the sort took 144 us a call in training on an H100, session 68). Then the step's
-hand-over of those sums to the tables (GPT.take_table_grads: a bf16 cast and a zeroing of 4 x 154.5 MB), which the
-model pays once a step.
+training; without one, a note, and ids drawn with a long tail), forward and backward, three ways: eager (ATen's CUDA
+backward: the ids sorted, each token's rows summed once in fp32); compiled (inductor's backward: an fp32 table zeroed,
+an atomic add per token and entry, a cast to bf16: the model's way until session 68); and the script's add_rows_kernel
+by launch (ADD_ROWS_LAUNCHES, the script's ADD_ROWS_LAUNCH first), which adds the rows' gradients into fp32 sums that a
+step's micro-steps share (SummedLookup), in id order: each id's rows summed in registers, then added once (the ids
+sorted once for the four tables, the sort timed with it; the kernel without the sort took 144 us a call in training on
+an H100, session 68). Then the step's hand-over of those sums to the tables (GPT.take_table_grads: a bf16 cast and a
+zeroing of 4 x 154.5 MB), which the model pays once a step.
 Sessions 46-47 asked it first: compiled 0.865 ms, eager 1.964 ms (records/track_1_short/
 2026-12-04_EmbeddingBackwardDropped).
 

@@ -1,9 +1,9 @@
-# Shared by perf/proxy.sh, ab.sh, fullbatch_ab.sh, startup_ab.sh and multi_gpu.sh: the proxy data settings, one logged run, the
-# summary table. Device calls carry perf/carry/ (ignored): the proxy shards xz-compressed (perf/pack.sh: 29 MB
-# instead of 52 MB, so the 64 MiB carry limit leaves room). Each script's torch.compile artifact file
-# (--compile_cache), which a run loads before compiling and rewrites after its warmup, lives in PROXY_ARTIFACTS
-# (perf/carry unless set): at 74-89 MB for track 1 it no longer fits the carry, so it serves the later runs on
-# the same machine (perf/ab.sh gives each GPU its own).
+# Shared by perf/proxy.sh, ab.sh, fullbatch_ab.sh, startup_ab.sh and multi_gpu.sh: the proxy data settings, one logged
+# run, the summary table. Device calls carry perf/carry/ (ignored): the proxy shards xz-compressed (perf/pack.sh: 29 MB
+# instead of 52 MB, so the 64 MiB carry limit leaves room). Each script's torch.compile artifact file (--compile_cache),
+# which a run loads before compiling and rewrites after its warmup, lives in PROXY_ARTIFACTS (perf/carry unless set): at
+# 74-89 MB for track 1 it no longer fits the carry, so it serves the later runs on the same machine (perf/ab.sh gives
+# each GPU its own).
 PROXY_DATA=(--train_files='data/proxy/proxy_train_*.bin' --val_files='data/proxy/proxy_val_*.bin' --val_tokens=2097152)
 # BENCH.md's full batch: 8 micro-steps of the proxy's tokens a step (what one GPU of the 8-GPU run does), 30 steps
 FULL_BATCH=(--num_iterations=30 --val_loss_every=0 --grad_accum_steps=8 --val_tokens=262144)
