@@ -17,16 +17,27 @@ PERF_PATH = re.compile(r"\bperf/([\w./-]+\.(?:py|sh|md))\b")  # a perf/ file nam
 BARE_NAME = re.compile(r"`([\w-]+\.(?:py|sh))`")  # a code span that is one script's name, e.g. `kernel_census.py`
 
 
-def perf_files() -> set[str]:
-    """The files directly in perf/ that git tracks or would track (new ones not yet added count: a tool added without
-    its row must fail), without the ignored scratch and caches; every file there when this is not a git checkout."""
-    if shutil.which("git") and (REPO / ".git").exists():
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "perf"],
-                                cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\0")
-        paths = [REPO / path for path in listed if path]
+def is_tool_name(name: str) -> bool:
+    """A name a new perf/ tool has: a script (.py or .sh), not hidden (an editor's .NAME.swp)."""
+    return name.endswith((".py", ".sh")) and not name.startswith(".")
+
+
+def perf_files(repo: Path = REPO) -> set[str]:
+    """The files directly in repo's perf/ that git tracks, and the untracked tools there that it would track (a tool
+    added without its row must fail, before git add), without the ignored scratch and caches, or an untracked scratch
+    file that no tool is (a run's output, an editor's swap file); NOT_TOOLS and the tools when this is not a git
+    checkout."""
+    perf = repo / "perf"
+    if shutil.which("git") and (repo / ".git").exists():
+        def listed(*options: str) -> list[Path]:
+            out = subprocess.run(["git", "ls-files", "-z", *options, "--", "perf"], cwd=repo, capture_output=True,
+                                 text=True, check=True).stdout
+            return [repo / path for path in out.split("\0") if path]
+        paths = listed("--cached") + [path for path in listed("--others", "--exclude-standard")
+                                      if is_tool_name(path.name)]
     else:
-        paths = [path for path in PERF.iterdir() if not path.name.endswith((".pyc", ".lock"))]
-    return {path.name for path in paths if path.parent == PERF and path.is_file()}
+        paths = [path for path in perf.iterdir() if path.name in NOT_TOOLS or is_tool_name(path.name)]
+    return {path.name for path in paths if path.parent == perf and path.is_file()}
 
 
 def table_rows() -> list[tuple[str, str]]:
@@ -43,6 +54,19 @@ def test_the_tables_list_every_perf_tool_once_and_no_other():
     assert sorted(tools - set(names)) == [], "perf/ tools without a row in perf/README.md"
     assert sorted(set(names) - tools) == [], "rows in perf/README.md for no file in perf/"
     assert sorted({name for name in names if names.count(name) > 1}) == [], "tools with two rows"
+
+
+def test_an_untracked_tool_counts_and_untracked_scratch_does_not(tmp_path):
+    """(Every untracked file counted: a run's output or an editor's swap file left in perf/ failed the table test.)"""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("perf/base/\n")
+    (tmp_path / "perf" / "base").mkdir(parents=True)
+    for name in ["tracked.py", "tracked_notes.txt", "new_tool.sh", "run_output.txt", ".README.md.swp", "base/a.py"]:
+        (tmp_path / "perf" / name).write_text("")
+    subprocess.run(["git", "add", "perf/tracked.py", "perf/tracked_notes.txt"], cwd=tmp_path, check=True)
+    assert perf_files(tmp_path) == {"tracked.py", "tracked_notes.txt", "new_tool.sh"}
 
 
 def test_every_perf_file_the_readme_names_exists():
