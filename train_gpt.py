@@ -2626,7 +2626,8 @@ def configure_triton_builds(ptxas: Path = Path(torch.__file__).parent / "bin" / 
 # cuBLASLt without a workspace of its own: with torch's 32 MiB (shared with cuBLAS) its FP8 GEMM kernels scheduled
 # their tiles through counters that a memset zeroed before each call (90 a micro-step); without, the same tiles run on
 # a static schedule (nvjet's "ssched") and the full batch ran 1.2-2.2 ms a step faster (H100, perf/NOTES.md, session
-# 71). Torch reads both once, at its first cuBLASLt GEMM.
+# 71). A torch may read them once, at its first cuBLASLt GEMM, so main sets them before check_gpu's probe (on torch
+# 2.11 they took effect when set after it too: perf/NOTES.md, sessions 72 and 82).
 CUBLASLT_SETTINGS = {"CUBLASLT_WORKSPACE_SIZE": "0", "TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0"}  # KiB; off
 
 
