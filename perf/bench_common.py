@@ -38,9 +38,14 @@ def print_usage(text: str):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's flush raises again
 
 
+def asks_for_help(argv: list[str]) -> bool:
+    """-h, --help, or --help with a value (--help=1), as the track scripts and run.sh read them."""
+    return any(arg in ("-h", "--help") or arg.startswith("--help=") for arg in argv)
+
+
 def printed_help(argv: list[str], doc: str) -> bool:
-    """Whether argv asks for -h or --help, after printing the usage (doc, the module's docstring) if it does."""
-    if "-h" in argv or "--help" in argv:
+    """Whether argv asks for help (asks_for_help), after printing the usage (doc, the module's docstring) if it does."""
+    if asks_for_help(argv):
         print_usage(doc.strip())
         return True
     return False

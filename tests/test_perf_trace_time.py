@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 
 def inlined_calls(rows: list[str]) -> dict[tuple[str, str], set[int]]:
     """(file, function) -> the call counts of its lines, from the tool's per-function rows (each must parse)."""
@@ -46,8 +48,9 @@ def test_medium_track_traces_its_sixteen_blocks_without_the_mlps_backward(repo_r
     assert ("train_gpt_medium.py", "backward") not in calls  # NormedReluSquareMLP is one call
 
 
-def test_help_lists_the_tools_own_options_and_sends_the_rest_to_the_script(repo_root):
-    result = subprocess.run([sys.executable, "perf/trace_time.py", "--help"], cwd=repo_root, capture_output=True,
+@pytest.mark.parametrize("flag", ["--help", "--help=1"])  # --help=1 gave the script's help, not the tool's
+def test_help_lists_the_tools_own_options_and_sends_the_rest_to_the_script(repo_root, flag):
+    result = subprocess.run([sys.executable, "perf/trace_time.py", flag], cwd=repo_root, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: python perf/trace_time.py [short|medium] ")
