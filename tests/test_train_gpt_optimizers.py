@@ -471,12 +471,15 @@ def test_build_optimizers_turns_normuon_on_only_for_its_variant():
 
 
 # ----------------------------------------------------------------------------------------------
-# Two gloo processes: each rank has its own gradients; the sharded step must equal one process stepping
+# Two (or four) gloo processes: each rank has its own gradients; the sharded step must equal one process stepping
 # on their average. Three Muon groups hold a single matrix, so rank 1 owns only padding there (as ranks 6
-# and 7 do for the 11 attention matrices of the 8-GPU record).
+# and 7 do for the 11 attention matrices of the 8-GPU record); five (8, 8) matrices give a rank some matrices and
+# padding (rank 1 of 2 holds 2 of its 3 rows; rank 2 of 4, 1 of its 2; rank 3 of 4, none).
 
 WORLD = 2
 STEPS = 2
+GLOO_MUON_SHAPES = MUON_SHAPES + [(8, 8)] * 5
+GLOO_ADAM_SHAPES = [(8, 3), (8,), (4, 4)]  # first dimensions split over 4 ranks
 
 
 def rendezvous(tmp_path) -> str:
@@ -489,7 +492,7 @@ def stepped_optimizers(rank, world_size, grads_of_rank, **muon_options):
     """Both optimizers after STEPS steps; grads_of_rank(step, rank) gives this rank's gradients.
     Returns the Muon parameters, the Adam ones and the Muon optimizer."""
     comm = Comm(rank, world_size)
-    muon_params, adam_params = make_params(MUON_SHAPES, 10), make_params([(6, 3), (8,), (2, 4)], 11)
+    muon_params, adam_params = make_params(GLOO_MUON_SHAPES, 10), make_params(GLOO_ADAM_SHAPES, 11)
     muon = Muon(muon_params, lr=0.05, momentum=0.9, weight_decay=0.0, comm=comm, **muon_options)
     adam = ShardedAdam([dict(params=adam_params[:2], lr=0.02), dict(params=adam_params[2:], lr=0.1)],
                        (0.8, 0.95), 1e-10, comm)
@@ -510,13 +513,13 @@ def run_optimizers(rank, world_size, grads_of_rank, **muon_options):
 
 def rank_grads(step, rank):
     gen = torch.Generator().manual_seed(100 * step + rank)
-    return ([torch.randn(*s, generator=gen) for s in MUON_SHAPES],
-            [torch.randn(*s, generator=gen) for s in [(6, 3), (8,), (2, 4)]])
+    return ([torch.randn(*s, generator=gen) for s in GLOO_MUON_SHAPES],
+            [torch.randn(*s, generator=gen) for s in GLOO_ADAM_SHAPES])
 
 
-def mean_grads(step, rank):
-    per_rank = [rank_grads(step, r) for r in range(WORLD)]
-    return tuple([sum(gs) / WORLD for gs in zip(*(grads[k] for grads in per_rank))] for k in range(2))
+def mean_grads(step, rank, world_size=WORLD):
+    per_rank = [rank_grads(step, r) for r in range(world_size)]
+    return tuple([sum(gs) / world_size for gs in zip(*(grads[k] for grads in per_rank))] for k in range(2))
 
 
 def skip_interpreter_teardown():
@@ -528,10 +531,10 @@ def skip_interpreter_teardown():
     os._exit(0)
 
 
-def gloo_worker(rank, init_method, out_path):
-    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=WORLD)
+def gloo_worker(rank, world_size, init_method, out_path):
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
-        result = run_optimizers(rank, WORLD, rank_grads)
+        result = run_optimizers(rank, world_size, rank_grads)
         if rank == 0:
             torch.save(result, out_path)
     finally:
@@ -539,12 +542,16 @@ def gloo_worker(rank, init_method, out_path):
     skip_interpreter_teardown()
 
 
-def test_two_gloo_processes_match_one_process(tmp_path):
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_gloo_processes_match_one_process(tmp_path, world_size):
+    """4 ranks: groups of 1 and 2 matrices leave ranks with only padding, and pad by 3 and 2 rows; a pad of
+    len % world_size (the same as -len % 2 for every count, so 2 ranks cannot tell) gives 2 rows to 1 matrix,
+    which no reduce-scatter over 4 splits."""
     out_path = tmp_path / "params.pt"
-    mp.spawn(gloo_worker, args=(rendezvous(tmp_path), str(out_path)), nprocs=WORLD, join=True)
+    mp.spawn(gloo_worker, args=(world_size, rendezvous(tmp_path), str(out_path)), nprocs=world_size, join=True)
     sharded = torch.load(out_path)
-    single = run_optimizers(0, 1, mean_grads)
-    start = make_params(MUON_SHAPES, 10) + make_params([(6, 3), (8,), (2, 4)], 11)
+    single = run_optimizers(0, 1, lambda step, rank: mean_grads(step, rank, world_size))
+    start = make_params(GLOO_MUON_SHAPES, 10) + make_params(GLOO_ADAM_SHAPES, 11)
     assert len(sharded) == len(single) == len(start)
     for got, expected, first in zip(sharded, single, start):
         scale = (expected - first.detach()).abs().max()
@@ -574,16 +581,17 @@ def test_two_gloo_processes_match_one_process_with_normuon(tmp_path):
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
     single = run_optimizers(0, 1, mean_grads, **NORMUON)
     plain = run_optimizers(0, 1, mean_grads)
-    start = make_params(MUON_SHAPES, 10) + make_params([(6, 3), (8,), (2, 4)], 11)
+    start = make_params(GLOO_MUON_SHAPES, 10) + make_params(GLOO_ADAM_SHAPES, 11)
     for result in ranks:
         for got, expected, first in zip(result["params"], single, start):
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-3 * (expected - first.detach()).abs().max())
-    for expected, other, first in zip(single[:len(MUON_SHAPES)], plain, start):
+    for expected, other, first in zip(single[:len(GLOO_MUON_SHAPES)], plain, start):
         assert (expected - other).abs().max() > 1e-2 * (expected - first.detach()).abs().max()
     keys = ["momentum_buffer", "second_moment"]
-    # groups by shape: (16, 8) x2 split over both ranks; (8, 24), (24, 8), (3, 8, 12) x1 each, owned by rank 0
-    assert ranks[0]["kept"] == {0: keys, 2: keys, 3: keys, 4: keys}
-    assert ranks[1]["kept"] == {1: keys}
+    # groups by shape: (16, 8) x2 split over both ranks; (8, 24), (24, 8), (3, 8, 12) x1 each, owned by rank 0;
+    # (8, 8) x5 padded to 6: rank 0 owns 3, rank 1 the other 2 and the padding row
+    assert ranks[0]["kept"] == {0: keys, 2: keys, 3: keys, 4: keys, 5: keys, 6: keys, 7: keys}
+    assert ranks[1]["kept"] == {1: keys, 8: keys, 9: keys}
 
 
 def test_compiled_adam_update_matches_eager_and_compiles_once_per_shape(counted_compile):
