@@ -16,7 +16,7 @@ import torch
 from torch._dynamo import symbolic_convert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import asks_for_help, print_usage  # noqa: E402
+from bench_common import printed_help  # noqa: E402
 from track_scripts import SCRIPTS, load_script  # noqa: E402
 
 TINY = ["--device=cpu", "--model_dim=64", "--num_heads=2", "--head_dim=32", "--train_seq_len=256",
@@ -106,8 +106,7 @@ def parse_arguments(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    if asks_for_help(argv):
-        print_usage(USAGE)
+    if printed_help(argv, USAGE):
         return 0
     try:
         track, options, overrides = parse_arguments(argv)
