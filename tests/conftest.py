@@ -1,6 +1,6 @@
-"""Shared pytest fixtures: where the repository lives, a generated English corpus and the environment that loads
-the GPT-2 tokenizer (for the data tools), a torch.compile that counts its compilations, and the code inductor generates
-for a function."""
+"""Shared pytest fixtures: each test's os.environ restored after it, where the repository lives, a generated English
+corpus and the environment that loads the GPT-2 tokenizer (for the data tools), a torch.compile that counts its
+compilations, and the code inductor generates for a function."""
 
 import os
 
@@ -23,6 +23,22 @@ from typing import NamedTuple  # noqa: E402
 import pytest  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]  # for the test that runs tests under this file's restored_environment
+
+
+@pytest.fixture(autouse=True)
+def restored_environment():
+    """os.environ as it was before each test, after it: the track scripts' main() sets cuBLASLt's settings
+    (configure_cublaslt) and Triton's build settings (configure_triton_builds), and perf tools set them at import,
+    for the whole process; a test that ran them left them set for every later test in its process (and the scripts
+    those start), so what a test saw depended on which tests ran before it. monkeypatch undoes only what it set."""
+    saved = dict(os.environ)
+    yield
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    for name, value in saved.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -516,6 +516,41 @@ def test_cublaslt_settings_are_in_place_before_the_gpu_check_runs_its_gemm(monke
     assert seen == train_gpt.CUBLASLT_SETTINGS
 
 
+# Two tests run in order under the suite's conftest: the first runs main() as test_train_gpt_hyperparameters.py's do
+MAIN_THEN_NEXT_TEST = """
+import os
+import sys
+
+sys.path.insert(0, {root!r})
+import train_gpt
+
+
+def test_main_sets_the_cublaslt_settings(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(train_gpt, "check_data", lambda args, world_size, accum: ([], []))
+    monkeypatch.setattr(sys, "argv", ["train_gpt.py", "--device=cpu", "--check_only=true"])
+    train_gpt.main()
+    assert {{name: os.environ.get(name) for name in train_gpt.CUBLASLT_SETTINGS}} == train_gpt.CUBLASLT_SETTINGS
+
+
+def test_the_next_test_finds_them_unset():
+    assert [name for name in train_gpt.CUBLASLT_SETTINGS if name in os.environ] == []
+"""
+
+
+def test_a_test_that_runs_main_leaves_the_cublaslt_settings_unset_for_the_next(pytester, monkeypatch):
+    """main() sets the settings for the process (configure_cublaslt), and the tests that call it in-process left
+    them set in pytest's process afterwards: every later test in that process, and every script it started, ran with
+    them (conftest.py's restored_environment now puts os.environ back after each test)."""
+    for name in train_gpt.CUBLASLT_SETTINGS:
+        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
+        monkeypatch.delenv(name)
+    pytester.makeconftest((REPO_ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(MAIN_THEN_NEXT_TEST.format(root=str(REPO_ROOT)))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium])
 def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(script):
     torch._dynamo.reset()  # the other case compiled the same code: trace it again here
