@@ -11,7 +11,8 @@ neighbouring kernels); the unfused version, session 32's branch, gained 0.5% (pe
 python perf/attention_fp8_bench.py [--tiny]  ->  one line per GEMM (bf16, FP8 and rowwise FP8 microseconds), one per
 cast, then a block's totals and a micro-step's (11 attention blocks) for each way. --tiny: small shapes on the CPU,
 uncompiled, FP8 emulated (the script's scaled_mm, rowwise_scaled_mm) and timed by the clock; each FP8 product is checked
-against its bf16 one (the test runs this). --help prints this.
+against its bf16 one (the test runs this). --help prints this. The FP8 GEMMs run on cuBLASLt with training's
+settings (train_gpt.CUBLASLT_SETTINGS, set at import where the environment does not say otherwise).
 """
 import sys
 from pathlib import Path
@@ -21,7 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt  # noqa: E402
-from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
+from bench_common import cublaslt_as_training, timed_us, tiny_bench_refusal  # noqa: E402
+
+cublaslt_as_training()  # before any CUDA work: torch may read the settings once
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 ROW_STEP = 16  # --fp8_amax_row_step's default

@@ -1,5 +1,6 @@
-"""What the perf benches share: a run's time and the --name=VALUE options they read from argv (no track script
-imported, so that a tool that only reads options, such as perf/kernel_census.py, loads no model code)."""
+"""What the perf benches share: a run's time, the --name=VALUE options they read from argv and training's cuBLASLt
+settings (no track script imported but by cublaslt_as_training, so that a tool that only reads options, such as
+perf/kernel_census.py, loads no model code)."""
 import contextlib
 import os
 import sys
@@ -16,6 +17,16 @@ def timed_us(run, tiny: bool) -> float:
     start = time.perf_counter()
     run()
     return (time.perf_counter() - start) * 1e6
+
+
+def cublaslt_as_training():
+    """Track 1's cuBLASLt settings where the environment does not say otherwise, as its training run sets them
+    (train_gpt.configure_cublaslt: CUBLASLT_SETTINGS, no workspace and none shared with cuBLAS), for a bench that
+    times FP8 GEMMs (torch._scaled_mm): called at its import, before any CUDA work, since torch may read them only at
+    the process's first cuBLASLt GEMM. With torch's default workspace the same GEMMs ran a memset before each call,
+    and the full batch 1.2-2.2 ms a step slower (perf/NOTES.md, session 71). Loads train_gpt.py (track_scripts)."""
+    from track_scripts import ROOT, load_script
+    load_script(ROOT / "train_gpt.py").configure_cublaslt()
 
 
 def option_values(argv: list[str], name: str) -> list[str]:

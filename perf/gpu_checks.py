@@ -6,7 +6,8 @@ kernels (QK-norm, rotary, value mix) against torch, timed against inductor's ker
 tracks' kernel launchers do not synchronise the host.
 
 python perf/gpu_checks.py  ->  the ptxas that builds the kernels, one line per check with the relative error, and
-the timings; exits 1 on a failure. It takes no arguments (--help prints this).
+the timings; exits 1 on a failure. It takes no arguments (--help prints this). Its GEMMs run on cuBLASLt with
+training's settings (train_gpt.CUBLASLT_SETTINGS, set at import where the environment does not say otherwise).
 """
 import math
 import sys

@@ -4,7 +4,8 @@ and session 27 measured the chunks no faster (perf/NOTES.md).
 
 python perf/head_gemm_bench.py [--tiny]  ->  one line per (GEMM, chunks): microseconds, TFLOP/s, kernel launches a
 call. --tiny: small shapes on the CPU, timed by the clock, without track 1's FP8 GEMM (the test runs this). --help
-prints this.
+prints this. Track 1's FP8 GEMM runs on cuBLASLt with training's settings (train_gpt.CUBLASLT_SETTINGS, set at
+import where the environment does not say otherwise); track 2's bf16 GEMMs run on cuBLAS, which they do not touch.
 """
 import functools
 import sys
@@ -13,7 +14,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
+from bench_common import cublaslt_as_training, timed_us, tiny_bench_refusal  # noqa: E402
+
+cublaslt_as_training()  # before any CUDA work: torch may read the settings once
 
 
 def cuda_kernels(run) -> list:

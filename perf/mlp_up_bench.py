@@ -9,7 +9,8 @@ python perf/mlp_up_bench.py [--tiny]  ->  one line for the replaced path, one pe
 configuration and the best, and the new path (the sampled rows' GEMM for a's scale, then the script's configuration,
 timed together) against the replaced one. --tiny runs a small shape and two configurations on the CPU, the kernel under
 Triton's interpreter (its float32 output cast to e4m3 by torch) and the torch ops uncompiled, to check this script
-(tests/test_perf_mlp_up_bench.py). --help prints this.
+(tests/test_perf_mlp_up_bench.py). --help prints this. The replaced path's and the scale's GEMMs run on cuBLASLt
+with training's settings (train_gpt.CUBLASLT_SETTINGS, set at import where the environment does not say otherwise).
 """
 import itertools
 import sys
@@ -20,7 +21,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt  # noqa: E402
-from bench_common import timed_us, tiny_bench_refusal  # noqa: E402
+from bench_common import cublaslt_as_training, timed_us, tiny_bench_refusal  # noqa: E402
+
+cublaslt_as_training()  # before any CUDA work: torch may read the settings once
 
 E4M3 = torch.float8_e4m3fn
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, split epilogue

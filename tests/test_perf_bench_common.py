@@ -1,7 +1,11 @@
 """perf/bench_common.py: the benches' options read from argv, the tiny timing, that a tool reading only options
-(perf/kernel_census.py) no longer loads a track script through it, and the command lines of the benches that take
-only --tiny, which answer through its helpers."""
+(perf/kernel_census.py) no longer loads a track script through it, the command lines of the benches that take
+only --tiny, which answer through its helpers, and that the tools timing FP8 GEMMs set training's cuBLASLt settings."""
+import ast
 import importlib
+import importlib.util
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +19,19 @@ import bench_common  # noqa: E402
 
 TINY_ONLY_BENCHES = ["attention_fp8_bench", "embedding_bench", "head_gemm_bench", "head_kernels_bench",
                      "medium_gemm_bench", "mlp_bench", "sym_bench"]
+
+
+def fp8_gemm_tools() -> list[str]:
+    """The perf tools that run FP8 GEMMs, by their source: a call of torch._scaled_mm, or of a function of
+    train_gpt.py whose own body calls one (scaled_mm, rowwise_scaled_mm, relu_square_up_torch, ...)."""
+    source = (PERF.parent / "train_gpt.py").read_text()
+    callers = [node.name for node in ast.parse(source).body
+               if isinstance(node, ast.FunctionDef) and "scaled_mm(" in ast.get_source_segment(source, node)]
+    calls = re.compile(rf"\b_scaled_mm\(|\.(?:{'|'.join(callers)})\(")
+    return sorted(path.stem for path in PERF.glob("*.py") if calls.search(path.read_text()))
+
+
+FP8_GEMM_TOOLS = fp8_gemm_tools()
 
 
 def test_option_values_keeps_every_occurrence_in_order():
@@ -78,6 +95,28 @@ def test_a_tiny_bench_without_a_gpu_is_one_line_that_points_to_tiny(name, capsys
     assert out == "" and err.splitlines() == [
         f"error: perf/{name}.py runs on an NVIDIA GPU and torch sees none (torch.cuda.is_available() is False); run "
         "it on the GPU machine (--tiny runs small shapes on the CPU)"]
+
+
+def test_the_tools_that_run_fp8_gemms_are_found():
+    assert {"attention_fp8_bench", "gpu_checks", "head_gemm_bench", "mlp_up_bench"} <= set(FP8_GEMM_TOOLS)
+
+
+@pytest.mark.parametrize("name", FP8_GEMM_TOOLS)
+def test_a_tool_that_runs_fp8_gemms_sets_training_cublaslt_settings_at_import(name, monkeypatch):
+    """Training runs cuBLASLt without a workspace (train_gpt.configure_cublaslt: 1.2-2.2 ms a full step faster,
+    perf/NOTES.md, session 71); the benches timed its FP8 GEMMs with torch's default workspace, shared with cuBLAS,
+    and a memset before each call. Set at import, before any CUDA work (torch may read them once), as gpu_checks.py
+    set them already, and said in the tool's --help."""
+    from track_scripts import ROOT, load_script
+    settings = load_script(ROOT / "train_gpt.py").CUBLASLT_SETTINGS
+    for setting in settings:
+        monkeypatch.setenv(setting, "recorded")  # monkeypatch undoes what it set, not what it found unset
+        monkeypatch.delenv(setting)
+    spec = importlib.util.spec_from_file_location(f"fresh_{name}", PERF / f"{name}.py")  # its import run again
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert {setting: os.environ.get(setting) for setting in settings} == settings
+    assert "cuBLASLt with training's settings (train_gpt.CUBLASLT_SETTINGS" in " ".join(tool.__doc__.split())
 
 
 def test_a_script_lock_without_fcntl_is_one_warning_line_and_goes_on(tmp_path, monkeypatch, capsys):
