@@ -69,7 +69,7 @@ def test_usage_or_error_takes_valued_options_by_name_and_names_them_in_its_error
         "error: unknown argument '--tiny=1': its only options are --tiny --warps=... (see --help)"]
     assert bench_common.usage_or_error(["--help", "--bogus"], doc, ("--tiny",), ("warps",)) == 0
     assert capsys.readouterr().out == doc + "\n"
-    for flag in ("-h", "--help=1", "--help=true"):  # --help=1 as the track scripts and run.sh read it (it was unknown)
+    for flag in ("-h", "--help=1", "--help=true", "--help=false"):  # as the track scripts and run.sh read --help=VALUE
         assert bench_common.usage_or_error([flag], doc, ("--tiny",), ("warps",)) == 0
         assert capsys.readouterr().out == doc + "\n"
 

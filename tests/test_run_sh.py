@@ -157,7 +157,7 @@ def test_help_prints_once_without_a_gpu_or_a_launch(track):
     assert result.stdout.count("usage:") == 2 and result.stdout.count("--window_pattern=") == 1
 
 
-@pytest.mark.parametrize("flag", ["--help", "-h", "--help=1", "--help=true"])
+@pytest.mark.parametrize("flag", ["--help", "-h", "--help=1", "--help=true", "--help=false"])  # any value: no launch
 def test_help_is_the_scripts_help_alone_for_either_flag(tmp_path, flag):
     """-h too, as the scripts take it: not a settings check and a launch with -h among the settings; and
     --help=1, as the scripts read it (it was a settings check, which without a GPU said no CUDA GPU was found)."""

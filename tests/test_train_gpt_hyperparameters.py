@@ -78,9 +78,11 @@ def test_boolean_spellings(script, raw, expected):
 @pytest.mark.parametrize("script, iterations, window_pattern", [(train_gpt, 1619, "LSSSLSSLSSSL"),
                                                                 (train_gpt_medium, 6450, "LSSSLSSSSSSLSSSL")],
                          ids=["train_gpt", "train_gpt_medium"])
-@pytest.mark.parametrize("flag", ["--help", "-h", "--help=1", "--help=true"])
+@pytest.mark.parametrize("flag", ["--help", "-h", "--help=1", "--help=true", "--help=false"])
 def test_help_lists_every_field_with_its_default(capsys, script, iterations, window_pattern, flag):
-    """--help=1 and --help=true too: they were 'unknown setting --help', where the user surely asked for help."""
+    """--help=1 and --help=true too: they were 'unknown setting --help', where the user surely asked for help. And
+    --help=false: --help takes no value, so its value is not read; read as --compile=false is, it would start the
+    run (under run.sh, on every GPU) for a user who typed --help."""
     with pytest.raises(SystemExit) as exit_info:
         script.parse_args(["--num_iterations=3", flag])
     assert exit_info.value.code == 0
