@@ -32,10 +32,10 @@ def raise_stopped(signum, frame):
 
 
 @contextlib.contextmanager
-def stop_signals_held(done: str):
-    """A step that must not stop halfway (moving a set of shards in): a stop signal that arrives during it takes
-    effect once it is done, and the stop's line says done (what the step finished). Python runs signal handlers in
-    the main thread, so this holds whatever thread the signal reached."""
+def stop_signals_held(done: str | None = None):
+    """A step that must not stop halfway (moving a set of shards in, ending the tokenizer processes): a stop signal
+    that arrives during it takes effect once it is done, and the stop's line says done (what the step finished),
+    where given. Python runs signal handlers in the main thread, so this holds whatever thread the signal reached."""
     global _held_signals
     _held_signals = []
     try:

@@ -284,8 +284,11 @@ def tokenize(documents, writer: ShardWriter, workers: int, chunksize: int) -> tu
     except BrokenProcessPool:  # killed from outside, most often by the kernel's out-of-memory killer
         raise InputError(f"a tokenizer process died (killed, or out of memory?); rerun, with fewer --workers than "
                          f"{workers} if memory ran short") from None
-    finally:
-        encoders.shutdown(cancel_futures=True)  # after a failure the workers finish their current chunks only
+    finally:  # after a failure the workers finish their current chunks only
+        # A stop that cut the shutdown short (Ctrl-C pressed twice; timeout's SIGINT, sent to the run and then to its
+        # group) left the workers, which ignore stop signals, waiting for work, and the run hung at its exit.
+        with stop_signals_held():
+            encoders.shutdown(cancel_futures=True)
     writer.close()
     return n_documents, n_tokens
 

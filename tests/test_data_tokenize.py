@@ -379,6 +379,34 @@ def test_of_two_stops_held_while_the_shards_move_in_the_first_is_the_one_reporte
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: stopped by SIGINT; ")
 
 
+def test_a_stop_while_the_tokenizer_processes_shut_down_waits_for_them_to_end(tmp_path, tokenizer_env, monkeypatch,
+                                                                             capsys):
+    """Ctrl-C pressed twice, or timeout's SIGINT (sent to the run, then to its group): the second stop cut the pool's
+    shutdown short, and its processes (which ignore stop signals) outlived it, waiting for work: at the interpreter's
+    exit the run hung after its stop line, or printed a traceback. Here the stop arrives as the shutdown starts, and
+    the test holds the pool, so that only the shutdown can end its processes."""
+    pools = []
+
+    class StoppedPool(fineweb.ProcessPoolExecutor):
+        def shutdown(self, *args, **kwargs):
+            pools.append(self)
+            os.kill(os.getpid(), signal.SIGINT)
+            super().shutdown(*args, **kwargs)
+
+    monkeypatch.setattr(fineweb, "ProcessPoolExecutor", StoppedPool)
+    out_dir = tmp_path / "out"
+    try:
+        assert fineweb.main([str(few_shards_corpus(tmp_path)), "--out", str(out_dir), "--shard_size", "8",
+                             "--workers", "2"]) == 128 + signal.SIGINT
+        assert len(pools) == 1 and multiprocessing.active_children() == []  # every tokenizer process has ended
+    finally:
+        for pool in pools:  # what a cut-short shutdown left running
+            super(StoppedPool, pool).shutdown()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: stopped by SIGINT; shards are moved in only once all are complete (rerun to start over)")
+    assert not out_dir.exists()
+
+
 def test_a_tokenizer_process_leaves_stop_signals_to_the_main_process(tokenizer_env):
     """The group-wide signal above reaches the workers too; one that a signal ended could hang the pool."""
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
