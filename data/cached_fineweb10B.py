@@ -19,6 +19,7 @@ import os
 import shutil
 import socket
 import sys
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import getproxies
@@ -66,7 +67,11 @@ def download_file(repo_id: str, filename: str, dest_dir: Path) -> Path:
     endpoint = hub_endpoint()
     connect_to_hub(endpoint)
     from huggingface_hub import hf_hub_download
-    return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=dest_dir, endpoint=endpoint))
+    # Its warning of too little disk space (two lines, for each of two folders, the second one its source line)
+    # came before the write failed: the error line after it says so, with the fix.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Not enough free disk space", UserWarning)
+        return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=dest_dir, endpoint=endpoint))
 
 
 def connect_to_hub(endpoint: str):

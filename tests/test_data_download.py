@@ -11,6 +11,7 @@ import socket
 import sys
 import threading
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -724,3 +725,15 @@ def test_an_hf_endpoint_without_a_scheme_is_one_line_before_any_request(tmp_path
     assert err == ["error: HF_ENDPOINT=127.0.0.1:8080 is not an http:// or https:// address; write it as "
                    "https://<host>"]
     assert not (tmp_path / "d").exists()
+
+
+def test_the_hubs_disk_space_warning_is_left_to_the_error_line(tmp_path, hub_server, monkeypatch, capsys):
+    """huggingface_hub warns where a folder's free space is short of the file (two lines for each of two folders,
+    one its source line `warnings.warn(`) before the write fails; the error line that follows names the cause and
+    the fix. Here the space is short only as disk_usage tells it, so the download goes through."""
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: types.SimpleNamespace(free=0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run(capsys, "0", "--dir", str(tmp_path / "out"))
+    assert code == 0, err
+    assert [str(warning.message) for warning in caught] == []
