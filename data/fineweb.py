@@ -91,14 +91,15 @@ def list_input_files(paths) -> list:
                                  f"or folders of them")
             found = [path]
         else:
-            raise InputError(f"{path}: no such file or folder")
+            raise InputError(f"{path}: no such file or folder; check the path")
         for file in found:
             if (real := file.resolve()) in named_by:
                 raise InputError(f"{file} is named twice, by {named_by[real]} and by {path}; give each input once")
             named_by[real] = path
             files.append(file)
     if not files:
-        raise InputError(f"no .jsonl or .txt files in {' '.join(map(str, paths))}")
+        raise InputError(f"no .jsonl or .txt files in {' '.join(map(str, paths))}; check the path, or save the text "
+                         "as .jsonl or .txt files")
     return files
 
 

@@ -153,6 +153,16 @@ def test_a_file_named_twice_is_one_error_line(tmp_path):
         assert str(error.value) == f"{doc} is named twice, by {first} and by {doc}; give each input once"
 
 
+def test_folders_without_an_input_file_are_one_error_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("not an input")
+    with pytest.raises(fineweb.InputError) as error:
+        fineweb.list_input_files([tmp_path / "empty", tmp_path / "notes"])
+    assert str(error.value) == (f"no .jsonl or .txt files in {tmp_path / 'empty'} {tmp_path / 'notes'}; check the "
+                                "path, or save the text as .jsonl or .txt files")
+
+
 def test_refuses_to_mix_with_existing_shards_unless_overwrite(tmp_path, tokenizer_env):
     corpus = tmp_path / "doc.txt"
     corpus.write_text("hello world")
@@ -179,7 +189,7 @@ def test_bad_inputs_end_in_one_error_line(tmp_path, tokenizer_env):
 
     result = tokenize(tokenizer_env, tmp_path / "missing", "--workers", 1)
     assert result.returncode == 1
-    assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder"
+    assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder; check the path"
 
 
 def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, tokenizer_env, sample_jsonl):
