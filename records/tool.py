@@ -72,6 +72,15 @@ class ToolError(Exception):
     """A user-facing failure: printed as one ``error:`` line, exit status 2."""
 
 
+class NotALogError(ToolError):
+    """A file that is no run log: the message names the fix, problem the cause alone (compare's warning as it skips
+    such a file in a folder)."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem}; give a run log as a track script wrote it (logs/<run_id>.txt)")
+        self.problem = problem
+
+
 @dataclasses.dataclass
 class RunLog:
     """Everything parsed out of one run log."""
@@ -165,15 +174,15 @@ def parse_tail(lines):
 
 
 def load_log(path):
-    """Read and parse a run log; raise ToolError for a missing file or a file that is no log."""
+    """Read and parse a run log; raise NotALogError for a missing file or a file that is no log."""
     path = Path(path)
     if not path.exists():
-        raise ToolError(f"{path}: no such file")
+        raise NotALogError(f"{path}: no such file")
     if not path.is_file():
-        raise ToolError(f"{path} is not a file")
+        raise NotALogError(f"{path} is not a file")
     match, n, data = restored_log(path.read_bytes())
     if match is None:
-        raise ToolError(f'{path} is not a run log (no "end of source" separator line)')
+        raise NotALogError(f'{path} is not a run log (no "end of source" separator line)')
     tail = data[match.end():].decode("utf-8", errors="replace").splitlines()
     header, hparams, smi, steps, end_line, peak = parse_tail(tail)
     return RunLog(path, match.group(1).decode("utf-8", errors="replace"), data[:n],
@@ -444,10 +453,10 @@ def collect_groups(paths):
                 continue
             try:
                 logs.append(load_log(file))
-            except ToolError as err:
+            except NotALogError as err:
                 if not folder:
                     raise
-                print(f"warning: skipping {err}", file=sys.stderr)
+                print(f"warning: skipping {err.problem}", file=sys.stderr)
             seen.add(file.resolve())
         if folder and not logs and not repeats:
             if not os.access(path, os.R_OK | os.X_OK):  # its glob found nothing: not an empty folder

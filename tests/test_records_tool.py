@@ -539,7 +539,8 @@ def test_compare_statistics_match_hand_computed_t_test(tmp_path):
     (group / "notes.txt").write_text("not a log\n")
     result = tool("compare", group, "--target", "3.28", "--png", tmp_path / "curves.png")
     assert result.returncode == 0, result.stderr
-    assert "warning: skipping" in result.stderr and "notes.txt" in result.stderr
+    assert f'warning: skipping {group / "notes.txt"} is not a run log (no "end of source" separator line)\n' in (
+        result.stderr)  # the cause alone: the file is left out, nothing to fix
 
     n = 4
     mean = sum(losses) / n
@@ -987,7 +988,8 @@ def test_not_a_log_is_one_line_error(tmp_path, args):
     log = make_log(tmp_path / "run.txt")
     result = tool(*[a.format(f=not_log, log=log) for a in args], cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == f'error: {not_log} is not a run log (no "end of source" separator line)\n'
+    assert result.stderr == (f'error: {not_log} is not a run log (no "end of source" separator line); give a run '
+                             'log as a track script wrote it (logs/<run_id>.txt)\n')
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -997,7 +999,20 @@ def test_missing_file_is_one_line_error(tmp_path, command):
     args = [command, missing, missing] if command == "diff" else [command, missing]
     result = tool(*args)
     assert result.returncode == 2
-    assert result.stderr == f"error: {missing}: no such file\n"
+    assert result.stderr == (f"error: {missing}: no such file; give a run log as a track script wrote it "
+                             "(logs/<run_id>.txt)\n")
+
+
+@pytest.mark.parametrize("command", ["extract", "rerun", "diff"])
+def test_a_folder_given_as_a_log_is_one_line_error(tmp_path, command):
+    """compare reads a folder's logs; the others take one log file each."""
+    folder = tmp_path / "logs"
+    make_log(folder / "run.txt")
+    args = [command, folder, folder / "run.txt"] if command == "diff" else [command, folder]
+    result = tool(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"error: {folder} is not a file; give a run log as a track script wrote it "
+                             "(logs/<run_id>.txt)\n")
 
 
 @pytest.mark.parametrize("option", ["-o", "--png"])
@@ -1294,7 +1309,8 @@ def test_real_non_log_files_are_one_line_errors(run_a, tmp_path, args):
             argv = [*args, not_log]
         result = tool(*argv, cwd=tmp_path)
         assert result.returncode == 2, result.stdout
-        assert result.stderr == f'error: {not_log} is not a run log (no "end of source" separator line)\n'
+        assert result.stderr == (f'error: {not_log} is not a run log (no "end of source" separator line); give a '
+                                 'run log as a track script wrote it (logs/<run_id>.txt)\n')
         assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source_only.txt", "train_gpt.py"]  # nothing new
 
