@@ -219,24 +219,27 @@ def reproduce_command(log, script_path):
     """The command (as an argv list) that re-runs ``log`` with the script at ``script_path``."""
     if "argv" not in log.header:
         raise ToolError(f"{no_argv(log)}; extract still writes its script")
+    restore_argv = 'restore the line as the script wrote it, e.g. argv: ["train_gpt.py", "--seed=1"]'
     try:
         argv = json.loads(log.header["argv"])
     except ValueError:
-        raise ToolError(f"{log.path}: argv line is not a JSON list") from None
+        raise ToolError(f"{log.path}: argv line is not a JSON list; {restore_argv}") from None
     if not isinstance(argv, list):  # checked, not caught: from Python 3.12 a dict[1:] raises KeyError, not TypeError
-        raise ToolError(f"{log.path}: argv line is not a JSON list")
+        raise ToolError(f"{log.path}: argv line is not a JSON list; {restore_argv}")
     overrides = argv[1:]
     if not all(isinstance(arg, str) for arg in overrides):
-        raise ToolError(f"{log.path}: argv line is not a JSON list of strings")
+        raise ToolError(f"{log.path}: argv line is not a JSON list of strings; {restore_argv}")
     # a re-run is a new run: its log takes a fresh name, so that it cannot overwrite the recorded one
     overrides = [arg for arg in overrides if not arg.startswith("--run_id=")]
     try:
         world_size = int(log.header.get("world_size") or 1)
         recorded = shlex.split(log.header.get("command", ""))
     except ValueError as err:
-        raise ToolError(f"{log.path}: unreadable header ({err})") from None
+        raise ToolError(f"{log.path}: unreadable header ({err}); restore its world_size and command lines as the "
+                        "script wrote them") from None
     if world_size < 1:
-        raise ToolError(f"{log.path}: world_size {world_size} is not positive")
+        raise ToolError(f"{log.path}: world_size {world_size} is not positive; restore the line as the script wrote "
+                        "it, e.g. world_size: 8")
     # torchrun whenever the run had several processes or was itself launched by torchrun
     # (which sets RANK/WORLD_SIZE/... even for one process); plain python otherwise.
     by_torchrun = bool(recorded) and (Path(recorded[0]).name == "torchrun" or "torch.distributed.run" in recorded)

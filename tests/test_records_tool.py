@@ -915,13 +915,19 @@ def test_reproduce_command_follows_the_recorded_launch(tmp_path, world_size, com
     assert module.reproduce_command(module.load_log(path), "S") == [*expected, "--a=1"]
 
 
+RESTORE_ARGV = 'restore the line as the script wrote it, e.g. argv: ["train_gpt.py", "--seed=1"]'
+RESTORE_HEADER = "restore its world_size and command lines as the script wrote them"
+
+
 @pytest.mark.parametrize("line, replacement, message", [
-    (r"^world_size: .*$", "world_size: two", "unreadable header"),
-    (r"^world_size: .*$", "world_size: 0", "world_size 0 is not positive"),
-    (r"^command: .*$", "command: python 'train_gpt.py", "unreadable header"),
-    (r"^argv: .*$", 'argv: {"a": 1}', "argv line is not a JSON list"),
-    (r"^argv: .*$", 'argv: ["x.py", 3]', "argv line is not a JSON list of strings"),
-    (r"^argv: .*$", "argv: [not json", "argv line is not a JSON list"),
+    (r"^world_size: .*$", "world_size: two",
+     f"unreadable header (invalid literal for int() with base 10: 'two'); {RESTORE_HEADER}"),
+    (r"^world_size: .*$", "world_size: 0", "world_size 0 is not positive; restore the line as the script wrote it, "
+                                           "e.g. world_size: 8"),
+    (r"^command: .*$", "command: python 'train_gpt.py", f"unreadable header (No closing quotation); {RESTORE_HEADER}"),
+    (r"^argv: .*$", 'argv: {"a": 1}', f"argv line is not a JSON list; {RESTORE_ARGV}"),
+    (r"^argv: .*$", 'argv: ["x.py", 3]', f"argv line is not a JSON list of strings; {RESTORE_ARGV}"),
+    (r"^argv: .*$", "argv: [not json", f"argv line is not a JSON list; {RESTORE_ARGV}"),
 ])
 def test_bad_header_values_are_one_line_errors(tmp_path, line, replacement, message):
     log = make_log(tmp_path / "run.txt")
@@ -929,7 +935,7 @@ def test_bad_header_values_are_one_line_errors(tmp_path, line, replacement, mess
     for args in (["extract", log, "-o", tmp_path / "x.py"], ["rerun", "--dry-run", log]):
         result = tool(*args)
         assert result.returncode == 2
-        assert result.stderr.startswith(f"error: {log}: {message}") and result.stderr.count("\n") == 1
+        assert result.stderr == f"error: {log}: {message}\n"
     assert not (tmp_path / "x.py").exists()  # nothing written before the error
 
 
