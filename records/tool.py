@@ -342,7 +342,8 @@ def cmd_extract(args):
     out = Path(args.output or default_script_name(log))
     if "argv" not in log.header:  # the script before the separator is whole all the same: its byte count holds
         write_script(log, out, args.force)
-        raise ToolError(f"{no_argv(log)}; its script is written to {out} ({len(log.source)} bytes)")
+        raise ToolError(f"{no_argv(log)}; its script is written to {out} ({len(log.source)} bytes): run it with "
+                        "settings of your own")
     command = reproduce_command(log, out)  # a bad header is reported before anything is written
     write_script(log, out, args.force)
     print(f"wrote {out} ({len(log.source)} bytes)", file=sys.stderr)
@@ -464,7 +465,7 @@ def collect_groups(paths):
         if folder and not logs and not repeats:
             if not os.access(path, os.R_OK | os.X_OK):  # its glob found nothing: not an empty folder
                 raise ToolError(f"this user cannot read the folder {path}; make it readable (chmod a+rx {path})")
-            raise ToolError(f"{path} holds no run logs")
+            raise ToolError(f"{path} holds no run logs; check the path (compare reads a folder's *.txt files)")
         if logs:
             groups.setdefault(str(path) if folder else "(files)", []).extend(logs)
     return groups

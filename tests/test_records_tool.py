@@ -747,7 +747,8 @@ def test_compare_names_a_folder_this_user_cannot_read(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", real_access)  # a readable folder whose glob finds nothing is empty
     with pytest.raises(module.ToolError) as error:
         module.collect_groups([str(tmp_path / "g")])
-    assert str(error.value) == f"{tmp_path / 'g'} holds no run logs"
+    assert str(error.value) == (f"{tmp_path / 'g'} holds no run logs; check the path (compare reads a folder's *.txt "
+                                "files)")
 
 
 def test_compare_warns_when_a_group_mixes_scripts_or_run_lengths(tmp_path):
@@ -953,7 +954,8 @@ def test_a_log_that_ends_before_its_argv_line_still_gives_back_its_script(tmp_pa
     assert result.returncode == 2 and result.stdout == ""
     unknown = (f"error: {log} has no argv line (the run stopped, or its log was cut, before its header): the "
                "arguments it ran with are unknown")
-    assert result.stderr == f"{unknown}; its script is written to {tmp_path / 'out.py'} ({len(FAKE_SCRIPT)} bytes)\n"
+    assert result.stderr == (f"{unknown}; its script is written to {tmp_path / 'out.py'} ({len(FAKE_SCRIPT)} bytes): "
+                             "run it with settings of your own\n")
     assert (tmp_path / "out.py").read_bytes() == FAKE_SCRIPT.encode()
     (tmp_path / "out.py").write_text("edited\n")  # an existing different file is still kept without --force
     result = tool("extract", log, "-o", tmp_path / "out.py")
