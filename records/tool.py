@@ -44,6 +44,7 @@ Errors (missing file, not a run log, unwritable output, ...) are one ``error: ..
 import argparse
 import dataclasses
 import difflib
+import errno
 import importlib.util
 import json
 import math
@@ -66,6 +67,16 @@ SPEEDRUN_P = 0.01
 TRACK_TARGETS = {"1": 3.28, "2": 2.92}  # the FineWeb val loss a record of each track must reach
 TRACK_RE = re.compile(rb'\A(?:\xef\xbb\xbf)?"""NanoGPT speedrun, track (\d+):')  # each track script's first words
 TRACK_SCRIPTS = {"train_gpt.py": "1", "train_gpt_medium.py": "2"}
+OS_ERROR_FIXES = {  # what mends an OSError, by its errno; others get OS_ERROR_FIX
+    errno.ENOENT: "check the path, or create its folder",
+    errno.EACCES: "check its permissions, or give another path",
+    errno.EPERM: "check its permissions, or give another path",
+    errno.EROFS: "give a path on a writable file system",
+    errno.ENOSPC: "free some disk space, or give a path on another disk",
+    errno.EISDIR: "give the path of a file, not a folder",
+    errno.ENOTDIR: "a file stands where a folder of the path goes; give another path",
+}
+OS_ERROR_FIX = "check the path, its permissions and the free disk space"
 
 
 class ToolError(Exception):
@@ -771,7 +782,8 @@ def main(argv=None):
         return 2
     except OSError as err:  # e.g. an output folder that does not exist, a full disk
         where = f"{err.filename}: " if err.filename else ""
-        print(f"error: {where}{err.strerror or err}", file=sys.stderr)
+        fix = OS_ERROR_FIXES.get(err.errno, OS_ERROR_FIX)
+        print(f"error: {where}{err.strerror or err}; {fix}", file=sys.stderr)
         return 2
 
 

@@ -5,6 +5,7 @@ Part B makes real logs with tiny CPU runs of train_gpt.py (and of train_gpt_medi
 """
 
 import dataclasses
+import errno
 import importlib.util
 import json
 import math
@@ -1030,20 +1031,47 @@ def test_unwritable_output_is_one_line_error(tmp_path, option):
     missing = tmp_path / "no such folder" / "out.png"
     result = tool(command, log, option, missing)
     assert result.returncode == 2
-    assert result.stderr == f"error: {missing}: No such file or directory\n"
+    assert result.stderr == f"error: {missing}: No such file or directory; check the path, or create its folder\n"
 
 
-def test_a_write_error_without_a_file_name_is_one_line_error(tmp_path, monkeypatch, capsys):
-    """A full disk's OSError names no file: no 'error: : ...' and no 'None'."""
+@pytest.mark.parametrize("where, line", [
+    ("folder", "{out}: Is a directory; give the path of a file, not a folder"),
+    ("file", "{out}: Not a directory; a file stands where a folder of the path goes; give another path"),
+])
+def test_a_path_in_the_way_of_the_output_is_one_line_error(tmp_path, where, line):
+    """-o naming a folder, or a path through a file."""
+    log = make_log(tmp_path / "run.txt")
+    out = tmp_path / "out" if where == "folder" else log / "out.py"
+    if where == "folder":
+        out.mkdir()
+    result = tool("extract", log, "-o", out)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"error: {line.format(out=out)}\n"
+
+
+@pytest.mark.parametrize("error, line", [
+    (PermissionError(errno.EACCES, "Permission denied", "OUT"),
+     "OUT: Permission denied; check its permissions, or give another path"),
+    (PermissionError(errno.EPERM, "Operation not permitted", "OUT"),
+     "OUT: Operation not permitted; check its permissions, or give another path"),
+    (OSError(errno.EROFS, "Read-only file system", "OUT"),
+     "OUT: Read-only file system; give a path on a writable file system"),
+    (OSError(errno.EIO, "Input/output error", "OUT"),
+     "OUT: Input/output error; check the path, its permissions and the free disk space"),
+    (OSError(errno.ENOSPC, "No space left on device"),  # names no file: no 'error: : ...' and no 'None'
+     "No space left on device; free some disk space, or give a path on another disk"),
+])
+def test_a_write_error_is_one_line_error_naming_the_fix(tmp_path, monkeypatch, capsys, error, line):
+    """What the tests cannot bring about as root on a roomy disk: the OSError that the write would raise."""
     module = load_tool_module()
     log = make_log(tmp_path / "run.txt")
 
-    def full_disk(*args):
-        raise OSError(28, "No space left on device")
+    def failing_write(*args):
+        raise error
 
-    monkeypatch.setattr(module, "write_script", full_disk)
+    monkeypatch.setattr(module, "write_script", failing_write)
     assert module.main(["extract", str(log), "-o", str(tmp_path / "out.py")]) == 2
-    assert capsys.readouterr().err == "error: No space left on device\n"
+    assert capsys.readouterr().err == f"error: {line}\n"
 
 
 @pytest.mark.parametrize("command", ["extract", "compare"])
