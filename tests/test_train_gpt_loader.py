@@ -112,9 +112,10 @@ def test_a_folder_or_an_unreadable_file_among_the_shards_is_one_data_error(shard
     assert str(error.value) == f"{broken}: cannot read it (No such file or directory); fix the file or its pattern"
 
 
-def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_every_sequence_starts_at_bos_and_none_is_skipped(script, shards):
     files = train_files(shards)
-    found = list(train_gpt.sequence_windows(files, SEQ_LEN))
+    found = list(script.sequence_windows(files, SEQ_LEN))
     assert len(found) > 50
     per_shard = {}  # the windows keep their shard's tensor alive, so ids stay unique
     for tokens, start in found:
@@ -131,10 +132,10 @@ def test_every_sequence_starts_at_bos_and_none_is_skipped(shards):
         # and the shard ends where no further document has seq_len + 1 tokens left
         later = eot_positions[eot_positions >= starts[-1] + SEQ_LEN]
         assert later.size == 0 or later[0] + SEQ_LEN + 1 > len(tokens)
-    largest = max(int(train_gpt.read_shard(path).numpy().max()) for path in files)
-    assert train_gpt.survey_windows(files, SEQ_LEN, 10 ** 9) == (len(found), largest)
-    first_shard = int(train_gpt.read_shard(files[0]).numpy().max())
-    assert train_gpt.survey_windows(files, SEQ_LEN, 7) == (7, first_shard)  # only the shards the windows come from
+    largest = max(int(script.read_shard(path).numpy().max()) for path in files)
+    assert script.survey_windows(files, SEQ_LEN, 10 ** 9) == (len(found), largest)
+    first_shard = int(script.read_shard(files[0]).numpy().max())
+    assert script.survey_windows(files, SEQ_LEN, 7) == (7, first_shard)  # only the shards the windows come from
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -176,13 +177,14 @@ def test_train_batches_run_through_every_shard_with_each_shards_own_tokens(shard
             assert torch.equal(targets, tokens[start + 1:start + SEQ_LEN + 1].int())
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("world_size", [2, 4, 8])
-def test_ranks_split_exactly_what_one_process_reads_with_accumulation(shards, world_size):
+def test_ranks_split_exactly_what_one_process_reads_with_accumulation(script, shards, world_size):
     files = train_files(shards)
     steps, accum = 3, 8 // world_size
-    single = train_gpt.train_batches(files, SEQ_LEN, 0, 1, CPU)
+    single = script.train_batches(files, SEQ_LEN, 0, 1, CPU)
     one_process = [[next(single)[0] for _ in range(8)] for _ in range(steps)]
-    ranks = [train_gpt.train_batches(files, SEQ_LEN, rank, world_size, CPU) for rank in range(world_size)]
+    ranks = [script.train_batches(files, SEQ_LEN, rank, world_size, CPU) for rank in range(world_size)]
     for step in range(steps):
         per_rank = [[next(ranks[rank])[0] for _ in range(accum)] for rank in range(world_size)]
         # micro-step j of rank r is sequence j * world_size + r of the step (the stream is dealt in turn)
@@ -194,11 +196,12 @@ def test_ranks_split_exactly_what_one_process_reads_with_accumulation(shards, wo
         assert seen == {tuple(seq.tolist()) for seq in one_process[step]}
 
 
-def test_val_tokens_are_the_first_tokens_of_the_val_files(shards):
-    files = train_gpt.find_shards("val_files", str(shards / "val_*.bin"))
-    tokens = train_gpt.load_val_tokens(files, 1024, CPU)
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_val_tokens_are_the_first_tokens_of_the_val_files(script, shards):
+    files = script.find_shards("val_files", str(shards / "val_*.bin"))
+    tokens = script.load_val_tokens(files, 1024, CPU)
     assert tokens.dtype == torch.int32 and tokens.numel() == 1025
-    assert torch.equal(tokens, train_gpt.read_shard(files[0])[:1025].int())
+    assert torch.equal(tokens, script.read_shard(files[0])[:1025].int())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,22 +250,24 @@ def data_args(shards, script=train_gpt, **overrides):
     return script.Hyperparameters(**{**settings, **overrides})
 
 
-def test_check_data_accepts_enough_data(shards):
-    train, val = train_gpt.check_data(data_args(shards), 2, 4)
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_accepts_enough_data(script, shards):
+    train, val = script.check_data(data_args(shards, script), 2, 4)
     assert len(train) == 3 and len(val) == 1
 
 
-def test_check_data_reports_too_few_training_sequences(shards):
-    available, _ = train_gpt.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_reports_too_few_training_sequences(script, shards):
+    available, _ = script.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
     steps = available // 8 + 1
-    with pytest.raises(DataError) as error:
-        train_gpt.check_data(data_args(shards, num_iterations=steps), 2, 4)
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, num_iterations=steps), 2, 4)
     assert str(error.value) == (
         f"train files {shards / 'train_*.bin'} hold {available} sequences of {SEQ_LEN + 1} tokens starting at a "
         f"document start, the run needs {steps * 8} ({steps} steps x 2 process(es) x 4 micro-step(s)); add train "
         "shards (~4 like these in all) or lower "
         "--num_iterations")  # 3 shards, a few sequences short
-    train_gpt.check_data(data_args(shards, num_iterations=available // 8), 2, 4)  # exactly enough is fine
+    script.check_data(data_args(shards, script, num_iterations=available // 8), 2, 4)  # exactly enough is fine
 
 
 @pytest.mark.parametrize("pattern, shards, available, needed, hint", [
@@ -273,9 +278,10 @@ def test_the_shards_a_run_wants_scale_the_ones_found(pattern, shards, available,
     assert train_gpt.shards_wanted(pattern, shards, available, needed) == hint
 
 
-def test_check_data_reports_too_few_validation_tokens(shards):
-    with pytest.raises(DataError) as error:
-        train_gpt.check_data(data_args(shards, val_tokens=5_000), 1, 8)
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_reports_too_few_validation_tokens(script, shards):
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, val_tokens=5_000), 1, 8)
     assert str(error.value) == (f"val files {shards / 'val_*.bin'} hold 5000 tokens but --val_tokens=5000 needs "
                                 "5001; lower --val_tokens or add validation data")
 
@@ -392,13 +398,14 @@ def test_script_with_an_unreadable_compile_cache_says_how_to_recover(shards, tmp
                                   "artifacts); delete it to compile from scratch and write a new one")
 
 
-def test_check_data_counts_the_warmups_sequences_too(shards):
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_counts_the_warmups_sequences_too(script, shards):
     """The warmup reads the stream from its start: with more warmup steps than training steps it needs more."""
-    available, _ = train_gpt.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+    available, _ = script.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
     steps = available // 8 + 1
-    train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=available // 8), 2, 4)
-    with pytest.raises(DataError) as error:
-        train_gpt.check_data(data_args(shards, num_iterations=1, warmup_steps=steps), 2, 4)
+    script.check_data(data_args(shards, script, num_iterations=1, warmup_steps=available // 8), 2, 4)
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, num_iterations=1, warmup_steps=steps), 2, 4)
     assert str(error.value).endswith(f"the run needs {steps * 8} ({steps} steps x 2 process(es) x 4 micro-step(s)); "
                                      "add train shards (~4 like these in all) or lower --warmup_steps")
 
