@@ -1,6 +1,7 @@
 """train_gpt.py, sections "Data" and "Setup": BOS-aligned sequences, how ranks share them, and every bad-input
 message (in-process, and as the one `error:` line the script prints)."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -148,6 +149,21 @@ def test_windows_at_the_edges_of_the_rule(script, tmp_path):
     write_shard(tmp_path / "edge_train_000001.bin", tokens)
     found = [start for _, start in script.sequence_windows([str(tmp_path / "edge_train_000001.bin")], 8)]
     assert found == [0, 8, 21, 30]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_document_with_its_inputs_but_not_its_last_target_left_in_the_shard_is_no_window(script, tmp_path):
+    """seq_len 8, 40 tokens, documents starting at 0, 9 and 32: the one at 32 has the 8 inputs (32-39) but not the
+    last target (40), so the shard ends after the window at 9. A rule that asked for seq_len tokens only dealt a short
+    window at 32: 7 inputs and 7 targets, a batch of the wrong shape."""
+    tokens = np.arange(40) % 100
+    tokens[[0, 9, 32]] = EOT
+    write_shard(tmp_path / "end_train_000001.bin", tokens)
+    files = [str(tmp_path / "end_train_000001.bin")]
+    starts = [start for _, start in script.sequence_windows(files, 8)]
+    batches = script.train_batches(files, 8, 0, 1, CPU)
+    assert all(inputs.shape == targets.shape == (8,) for inputs, targets in itertools.islice(batches, len(starts)))
+    assert starts == [0, 9]
 
 
 def test_train_batches_are_bos_aligned_shifted_pairs(shards):
