@@ -2,6 +2,7 @@
 message (in-process, and as the one `error:` line the script prints)."""
 
 import itertools
+import math
 import os
 import subprocess
 import sys
@@ -447,6 +448,23 @@ def test_too_little_train_data_names_the_fix_that_would_work(shards, tmp_path, s
     assert str(error.value).endswith("hold 0 sequences of 257 tokens starting at a document start, the run needs 10 "
                                      "(10 steps x 1 process(es) x 1 micro-step(s)); check the shards' end-of-text "
                                      "tokens with python data/check_shards.py, or lower --train_seq_len")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_one_shard_shorter_than_a_sequence_among_longer_ones_still_asks_for_more_shards(tmp_path, script):
+    """'No shard is that long' is for a sequence longer than every shard: a short shard beside long ones (a small
+    last shard) holds no sequence, but more shards like the others would, so the fix is still to add shards."""
+    rng = np.random.default_rng(3)
+    write_shard(tmp_path / "train_000001.bin", documents(rng, 6_000))
+    write_shard(tmp_path / "train_000002.bin", documents(rng, 100))  # shorter than one sequence
+    write_shard(tmp_path / "val_000000.bin", documents(rng, 2_000))
+    available, _ = script.survey_windows(train_files(tmp_path), SEQ_LEN, 10 ** 9)
+    assert available > 0
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(tmp_path, script, num_iterations=available + 1, warmup_steps=0), 1, 1)
+    assert str(error.value).endswith(f"the run needs {available + 1} ({available + 1} steps x 1 process(es) x 1 "
+                                     f"micro-step(s)); add train shards (~{math.ceil(2 * (available + 1) / available)}"
+                                     " like these in all) or lower --num_iterations")
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
