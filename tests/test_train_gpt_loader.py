@@ -304,6 +304,21 @@ def test_check_data_reports_too_few_validation_tokens(script, shards):
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_check_data_counts_the_validation_tokens_of_every_val_file(shards, tmp_path, script):
+    """load_val_tokens reads on into the next val file, so check_data counts them all: 600 + 700 tokens hold
+    --val_tokens=1024 (1,025 read), which neither file holds alone."""
+    rng = np.random.default_rng(4)
+    for i, size in enumerate([600, 700]):
+        write_shard(tmp_path / f"val_{i:06d}.bin", documents(rng, size))
+    args = data_args(shards, script, val_files=str(tmp_path / "val_*.bin"))
+    script.check_data(args, 1, 1)
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, val_files=args.val_files, val_tokens=1_536), 1, 1)
+    assert str(error.value) == (f"val files {tmp_path / 'val_*.bin'} hold 1300 tokens but --val_tokens=1536 needs "
+                                "1537; lower --val_tokens or add validation data")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_check_data_checks_every_header_first(shards, tmp_path, script):
     for path in shards.glob("train_*.bin"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
