@@ -1589,9 +1589,11 @@ def check_data(args: Hyperparameters, world_size: int, grad_accum_steps: int):
             fix = "no shard is that long (a sequence stays in its shard); lower --train_seq_len"
         elif available == 0:
             fix = "check the shards' end-of-text tokens with python data/check_shards.py, or lower --train_seq_len"
-        else:
-            fix = (f"add train shards{shards_wanted(args.train_files, len(train_files), available, needed)} or lower "
-                   f"{'--warmup_steps' if args.warmup_steps > args.num_iterations else '--num_iterations'}")
+        else:  # the longer of the two sets the need; where they are equal, both must come down
+            lower = ("--num_iterations and --warmup_steps" if args.warmup_steps == args.num_iterations else
+                     "--warmup_steps" if args.warmup_steps > args.num_iterations else "--num_iterations")
+            fix = (f"add train shards{shards_wanted(args.train_files, len(train_files), available, needed)} "
+                   f"or lower {lower}")
         raise DataError(f"train files {args.train_files} hold {available} sequences of {args.train_seq_len + 1} "
                         f"tokens starting at a document start, the run needs {needed} ({steps} steps x "
                         f"{world_size} process(es) x {grad_accum_steps} micro-step(s)); {fix}")

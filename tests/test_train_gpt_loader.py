@@ -466,6 +466,18 @@ def test_too_little_train_data_names_the_fix_that_would_work(shards, tmp_path, s
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_too_few_sequences_with_as_many_warmup_as_training_steps_asks_to_lower_both(script, shards):
+    """The warmup and the training each read the stream from its start, so the run needs the longer of the two: where
+    they are equal, lowering one alone leaves the need as it was (the line named --num_iterations alone)."""
+    available, _ = script.survey_windows(train_files(shards), SEQ_LEN, 10 ** 9)
+    steps = available // 8 + 1
+    with pytest.raises(script.DataError) as error:
+        script.check_data(data_args(shards, script, num_iterations=steps, warmup_steps=steps), 2, 4)
+    assert str(error.value).endswith("add train shards (~4 like these in all) or lower --num_iterations and "
+                                     "--warmup_steps")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_one_shard_shorter_than_a_sequence_among_longer_ones_still_asks_for_more_shards(tmp_path, script):
     """'No shard is that long' is for a sequence longer than every shard: a short shard beside long ones (a small
     last shard) holds no sequence, but more shards like the others would, so the fix is still to add shards."""
