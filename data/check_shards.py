@@ -45,10 +45,10 @@ def expand(patterns) -> tuple:
     for pattern in patterns:
         missing = "no shard matches; check the path or pattern"
         folder = None
-        if Path(pattern).is_dir():
+        if os.path.isdir(pattern):  # False, not PermissionError, behind a folder this user cannot enter (3.11's Path)
             matches, folder = sorted(str(p) for p in Path(pattern).glob("*.bin")), pattern
             missing = "the folder holds no .bin shard; check the path or download the data"
-        elif any(char in pattern for char in "*?[") and not Path(pattern).exists():  # x[1]_val_000000.bin is a name
+        elif any(char in pattern for char in "*?[") and not os.path.exists(pattern):  # x[1]_val_000000.bin is a name
             matches, folder = sorted(glob.glob(pattern)), os.path.dirname(pattern) or "."
         else:
             matches = [pattern]

@@ -83,7 +83,11 @@ def list_input_files(paths) -> list:
     (also through a folder) is an error: its documents would be in the shards twice, in val and train alike."""
     files, named_by = [], {}
     for path in map(Path, paths):
-        if path.is_dir():
+        try:
+            is_folder = path.is_dir()
+        except OSError as error:  # a folder on its way this user cannot enter (Python 3.11's is_dir raises)
+            raise InputError(f"{path}: cannot reach it ({error.strerror}); check its folders' permissions") from None
+        if is_folder:
             found = sorted(p for p in files_below(path) if p.is_file() and is_input_file(p))
         elif path.is_file():
             if not is_input_file(path):

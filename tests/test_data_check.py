@@ -235,3 +235,22 @@ def test_a_stop_signal_midway_is_one_line_and_its_exit_code(good, signum):
                                           "starts mid-document"]
     assert result.stderr.splitlines() == [f"error: stopped by {signal.Signals(signum).name}; rerun to check every "
                                           "shard"]
+
+
+def test_a_shard_behind_a_folder_this_user_cannot_enter_is_one_error_line(good, monkeypatch, capsys):
+    """Python 3.11's Path.is_dir raises PermissionError where a folder on the way denies search permission: the
+    check ended in a traceback. os.stat stands in for the permissions (the tests run as root, who enters any folder)."""
+    import check_shards
+    locked = str(good / "locked")
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(shards, "shard_stats", lambda path: stat(path))  # its open() would not go through os.stat
+    assert check_shards.main([f"{locked}/x_val_000000.bin"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {locked}/x_val_000000.bin: cannot read it (Permission denied); check the path"]

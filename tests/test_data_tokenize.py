@@ -192,6 +192,25 @@ def test_bad_inputs_end_in_one_error_line(tmp_path, tokenizer_env):
     assert result.stderr.strip() == f"error: {tmp_path / 'missing'}: no such file or folder; check the path"
 
 
+def test_an_input_behind_a_folder_this_user_cannot_enter_is_one_error_line(tmp_path, monkeypatch):
+    """Python 3.11's Path.is_dir raises PermissionError where a folder on the way denies search permission: the run
+    ended in the output folder's line ("check the free disk space") for an input. os.stat stands in for the
+    permissions (the tests run as root, who enters any folder)."""
+    locked = str(tmp_path / "locked")
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    with pytest.raises(fineweb.InputError) as error:
+        fineweb.list_input_files([f"{locked}/docs.jsonl"])
+    assert str(error.value) == (f"{locked}/docs.jsonl: cannot reach it (Permission denied); check its folders' "
+                                "permissions")
+
+
 def test_a_run_that_fails_midway_leaves_the_output_folder_as_it_was(tmp_path, tokenizer_env, sample_jsonl):
     """A bad line after several shards' worth of documents: no new shard is left behind (they would pass
     check_shards and block the next run), and --overwrite keeps the old shards until the new ones are complete."""
