@@ -32,6 +32,17 @@ def raise_stopped(signum, frame):
 
 
 @contextlib.contextmanager
+def stop_signals_raised():
+    """Within the block a stop signal raises Stopped in the main thread; the handlers from before come back after."""
+    handlers = {signum: signal.signal(signum, raise_stopped) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def stop_signals_held(done: str | None = None):
     """A step that must not stop halfway (moving a set of shards in, ending the tokenizer processes): a stop signal
     that arrives during it takes effect once it is done, and the stop's line says done (what the step finished),
@@ -88,22 +99,19 @@ def finish(work: Callable[[], str], explained: type[Exception], out_dir, disk_fi
     """Run work and print the summary it returns (exit code 0). Its own errors (explained) already say the cause
     and the fix; an OSError names the file (out_dir when it names none) and gets disk_fix, unless a file or folder
     is in the path's way; a stop signal says what after_stop says is left."""
-    handlers = {signum: signal.signal(signum, raise_stopped) for signum in STOP_SIGNALS}
-    try:
-        summary = work()
-    except explained as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        fix = (f"{PATH_IN_THE_WAY[type(e)]}: move it away or pick another path" if type(e) in PATH_IN_THE_WAY
-               else f"check free disk space and {disk_fix}")
-        print(f"error: {e.filename or out_dir}: {e.strerror or e}; {fix}", file=sys.stderr)
-        return 1
-    except Stopped as e:
-        print(f"error: stopped by {signal.Signals(e.signum).name}; {e.done or after_stop}", file=sys.stderr)
-        return 128 + e.signum
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+    with stop_signals_raised():
+        try:
+            summary = work()
+        except explained as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        except OSError as e:
+            fix = (f"{PATH_IN_THE_WAY[type(e)]}: move it away or pick another path" if type(e) in PATH_IN_THE_WAY
+                   else f"check free disk space and {disk_fix}")
+            print(f"error: {e.filename or out_dir}: {e.strerror or e}; {fix}", file=sys.stderr)
+            return 1
+        except Stopped as e:
+            print(f"error: stopped by {signal.Signals(e.signum).name}; {e.done or after_stop}", file=sys.stderr)
+            return 128 + e.signum
     print(summary)
     return 0
