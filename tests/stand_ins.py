@@ -1,7 +1,9 @@
 """Stand-ins for a model and optimizers that record what a training step hands them, and the check of a track's
-train_step built on them (both tracks' tests); stand-in shard tokens; a run started to be stopped by Ctrl-C."""
+train_step built on them (both tracks' tests); stand-in shard tokens; a run started to be stopped by Ctrl-C; a
+folder this user cannot enter."""
 
 import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -102,3 +104,17 @@ def popen_that_takes_ctrl_c(command: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(command, **kwargs)
     finally:
         signal.signal(signal.SIGINT, inherited)
+
+
+def deny_entry_below(folder: str, monkeypatch):
+    """os.stat of any path below folder raises PermissionError, as where a folder on the way denies search permission
+    (the tests run as root, who enters any folder). Returns the stand-in os.stat."""
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(folder):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    return stat

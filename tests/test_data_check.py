@@ -12,6 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "data"))
 import shards  # noqa: E402
 from shard_files import hand_made_shard  # noqa: E402
+from stand_ins import deny_entry_below  # noqa: E402
 from shards import EOT, MAGIC  # noqa: E402
 
 FIX = "re-download or re-tokenize it"
@@ -242,14 +243,7 @@ def test_a_shard_behind_a_folder_this_user_cannot_enter_is_one_error_line(good, 
     check ended in a traceback. os.stat stands in for the permissions (the tests run as root, who enters any folder)."""
     import check_shards
     locked = str(good / "locked")
-    real_stat = os.stat
-
-    def stat(path, *args, **kwargs):
-        if str(path).startswith(locked):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat)
+    stat = deny_entry_below(locked, monkeypatch)
     monkeypatch.setattr(shards, "shard_stats", lambda path: stat(path))  # its open() would not go through os.stat
     assert check_shards.main([f"{locked}/x_val_000000.bin"]) == 1
     assert capsys.readouterr().err.splitlines() == [

@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO_ROOT / "data"))
 import fineweb  # noqa: E402
 import shards  # noqa: E402
 from shard_files import hand_made_shard  # noqa: E402
+from stand_ins import deny_entry_below  # noqa: E402
 
 SHARD_SIZE = 50_000
 CORPUS_SHARDS = 7  # conftest.py's english_corpus holds 333,573 tokens: 1 val + 6 train shards of SHARD_SIZE
@@ -197,14 +198,7 @@ def test_an_input_behind_a_folder_this_user_cannot_enter_is_one_error_line(tmp_p
     ended in the output folder's line ("check the free disk space") for an input. os.stat stands in for the
     permissions (the tests run as root, who enters any folder)."""
     locked = str(tmp_path / "locked")
-    real_stat = os.stat
-
-    def stat(path, *args, **kwargs):
-        if str(path).startswith(locked):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat)
+    deny_entry_below(locked, monkeypatch)
     with pytest.raises(fineweb.InputError) as error:
         fineweb.list_input_files([f"{locked}/docs.jsonl"])
     assert str(error.value) == (f"{locked}/docs.jsonl: cannot reach it (Permission denied); check its folders' "
