@@ -359,8 +359,7 @@ def triton_build_env_unset(monkeypatch):
     """TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH and TRITON_DEFAULT_FP_FUSION unset for the test, and restored
     afterwards even where the test's code sets them."""
     for name in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_DEFAULT_FP_FUSION"):
-        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
-        monkeypatch.delenv(name)
+        monkeypatch.delenv(name, raising=False)  # conftest's restored_environment puts back what is set
 
 
 def executable(path: Path, mode: int = 0o755, release: str | None = None) -> Path:
@@ -483,8 +482,7 @@ def test_cublaslt_runs_without_a_workspace_unless_the_user_says(user_size, monke
     """Track 1's FP8 GEMMs ran faster with cuBLASLt's workspace 0, not shared with cuBLAS (no memset before each);
     a size the user set stays, and the log's header says what was in effect."""
     for name in train_gpt.CUBLASLT_SETTINGS:
-        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
-        monkeypatch.delenv(name)
+        monkeypatch.delenv(name, raising=False)  # conftest's restored_environment puts back what is set
     assert train_gpt.environment()["cublaslt"] == ("CUBLASLT_WORKSPACE_SIZE=unset "
                                                    "TORCH_CUBLASLT_UNIFIED_WORKSPACE=unset")
     if user_size is not None:
@@ -501,8 +499,7 @@ def test_cublaslt_settings_are_in_place_before_the_gpu_check_runs_its_gemm(monke
     once, at its first cuBLASLt GEMM: set after the checks, as they were, a torch that reads them once would keep its
     32-MiB shared workspace and the memsets that cost 1.2-2.2 ms a full step."""
     for name in train_gpt.CUBLASLT_SETTINGS:
-        monkeypatch.setenv(name, "recorded")
-        monkeypatch.delenv(name)
+        monkeypatch.delenv(name, raising=False)  # conftest's restored_environment puts back what is set
     seen = {}
 
     def check_settings(args, world_size):
@@ -544,8 +541,7 @@ def test_a_test_that_runs_main_leaves_the_cublaslt_settings_unset_for_the_next(p
     them set in pytest's process afterwards: every later test in that process, and every script it started, ran with
     them (conftest.py's restored_environment now puts os.environ back after each test)."""
     for name in train_gpt.CUBLASLT_SETTINGS:
-        monkeypatch.setenv(name, "recorded")  # monkeypatch undoes what it set, not what it found unset
-        monkeypatch.delenv(name)
+        monkeypatch.delenv(name, raising=False)  # conftest's restored_environment puts back what is set
     pytester.makeconftest((REPO_ROOT / "tests" / "conftest.py").read_text())
     pytester.makepyfile(MAIN_THEN_NEXT_TEST.format(root=str(REPO_ROOT)))
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
