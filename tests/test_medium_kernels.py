@@ -1,8 +1,8 @@
 """train_gpt_medium.py, section "Fused head": the Triton kernel that turns softcapped logits into their cross
 entropy and overwrites them with its gradient, and the head op around it, run on CPU tensors in Triton's
-interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd. The symmetric matmul kernel, a
-copy of track 1's, is tested with it in test_train_gpt_kernels.py; here, the second operand y that track 2's Gram
-Newton-Schulz adds to it."""
+interpreter (conftest.py) against F.cross_entropy(softcap(x @ w.T)) and its autograd, and the kernel's cubic 2^x
+against torch.exp2. The symmetric matmul kernel, a copy of track 1's, is tested with it in test_train_gpt_kernels.py;
+here, the second operand y that track 2's Gram Newton-Schulz adds to it."""
 
 import sys
 from pathlib import Path
@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train_gpt_medium as medium  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 ROWS, VOCAB, DIM = 6, 300, 64  # 300 is no multiple of any block: the last block is masked
 
@@ -31,6 +33,24 @@ def logits_case(dtype, seed=0):
     logits = (torch.randn(ROWS, VOCAB, generator=generator(seed)) * 20).to(dtype)  # spans the flat ends of the cap
     targets = torch.randint(0, VOCAB, (ROWS,), generator=generator(seed + 1))
     return logits, targets
+
+
+@triton.jit
+def exp2_on_fma_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, medium.exp2_on_fma(tl.load(x_ptr + offsets)))
+
+
+def test_exp2_on_fma_is_within_its_cubics_error_over_the_kernels_range(require_interpreted):
+    """Half of the row sum's exps: 2^x within 7.5e-5 relative (the cubic's error) over the first pass's arguments,
+    capped_log2's (-21.7, 21.7), and past them. The loss test's sums of ~300 exps average the cubic's error away: its
+    constant term moved to 1e-4 relative error passed it."""
+    require_interpreted(exp2_on_fma_kernel)
+    x = torch.linspace(-60, 60, 4096)
+    out = torch.empty_like(x)
+    exp2_on_fma_kernel[(1,)](x, out, BLOCK=x.numel())
+    relative = (out.double() / torch.exp2(x.double()) - 1).abs()
+    assert relative.max() < 7.6e-5 and relative.max() > 1e-6  # the cubic's, not exact by accident
 
 
 def reference_loss_and_grad(logits, targets):
