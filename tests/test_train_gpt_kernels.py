@@ -1507,6 +1507,49 @@ def test_attention_inputs_backward_kernel_reads_gradients_in_flexattentions_layo
         assert torch.equal(got, want)
 
 
+def heads_first(t: torch.Tensor) -> torch.Tensor:
+    """t (batch x tokens x heads x head_dim) laid out batch x heads x tokens x head_dim, seen as t's shape."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def head_dim_first(t: torch.Tensor) -> torch.Tensor:
+    """t laid out with head_dim before heads: a stride other than 1 along head_dim."""
+    return t.transpose(-2, -1).contiguous().transpose(-2, -1)
+
+
+@SCRIPTS
+@pytest.mark.parametrize("layouts", [(lambda g: g, heads_first, lambda g: g), (head_dim_first,) * 3],
+                         ids=["k's heads first", "head_dim strided"])
+def test_attention_inputs_backward_kernel_reads_gradients_of_any_layouts(require_interpreted, script, layouts):
+    """The kernel reads the three incoming gradients through one token and one head stride, with head_dim's stride 1:
+    gradients whose layouts differ from one another, or that share a head_dim stride other than 1, give what
+    contiguous ones give (the test above gives three of one layout, unit along head_dim)."""
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 21, True)
+    laid_out = tuple(layout(g) for layout, g in zip(layouts, grads))
+    assert len({g.stride() for g in laid_out}) > 1 or laid_out[0].stride(-1) != 1
+    ours = script.attention_inputs_backward_triton(laid_out, qkv, cos, sin, lambdas, ve)[:3]
+    for got, want in zip(ours, script.attention_inputs_backward_triton(grads, qkv, cos, sin, lambdas, ve)[:3]):
+        assert torch.equal(got, want)
+
+
+@SCRIPTS
+def test_attention_inputs_kernels_take_qkv_and_ve_in_any_layout(require_interpreted, script):
+    """The kernels read qkv and ve as row-major rows and the op takes any layout: qkv and ve laid out heads first give,
+    both ways, what their contiguous copies give (the tests above pass contiguous ones only, so launchers that handed
+    the kernels their inputs as they came passed)."""
+    require_interpreted(script.attention_inputs_kernel)
+    qkv, cos, sin, lambdas, ve, grads = attention_case(script, 21, True)
+    strided_qkv, strided_ve = heads_first(qkv), heads_first(ve)
+    assert not strided_qkv.is_contiguous() and not strided_ve.is_contiguous()
+    layouts = [(strided_qkv, strided_ve), (qkv, ve)]
+    forward = [script.attention_inputs_triton(q, cos, sin, lambdas, v) for q, v in layouts]
+    backward = [script.attention_inputs_backward_triton(grads, q, cos, sin, lambdas, v)[:3] for q, v in layouts]
+    for ours, contiguous in (forward, backward):
+        for got, want in zip(ours, contiguous):
+            assert torch.equal(got, want)
+
+
 def float8_steps_apart(ours: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
     """Whether each float8 entry is within what Triton's interpreter misrounds: one float8 step, or half of a power of
     two that the value rounds up to (its cast loses the carry into the exponent)."""
