@@ -275,6 +275,28 @@ def test_triton_sym_matmul_with_c_alpha_beta_and_strided_input(interpreted_scrip
     torch.testing.assert_close(out, 0.5 * x @ x.mT - 2.0 * c, rtol=1e-4, atol=1e-4)
 
 
+def half_fp16_step(v: torch.Tensor) -> torch.Tensor:
+    """Half the spacing of float16 values at each entry of v (fp64): the most a correct rounding to fp16 moves it."""
+    return torch.ldexp(torch.ones_like(v), torch.frexp(v).exponent - 12).clamp_min(2.0 ** -25)
+
+
+def test_triton_sym_matmul_rounds_its_float32_result_once(interpreted_script):
+    """In fp16 (bf16 on the GPU), each entry within half an fp16 step of the exact result, plus twice fp32's error
+    bound for sums of K products: the kernel accumulates its K blocks (here five, the last cut by the mask) in fp32 and
+    adds beta c in fp32 before the one rounding. c nearly cancels x x^T here, as the polynomial's terms partly do in
+    Newton-Schulz: beta c rounded to fp16 first (Triton's product of an fp32 scalar and an fp16 block is fp16) is off
+    by steps of x x^T's size, not the result's. The tests above allow fp16 results an error of 0.02 sqrt(K), which an
+    accumulator rounded to fp16 after each K block met, and test c and beta in fp32 only, where beta c is fp32."""
+    x = torch.randn(2, 136, 300, generator=torch.Generator().manual_seed(12)).half()
+    gram, magnitudes = x.double() @ x.double().mT, x.double().abs() @ x.double().abs().mT
+    c = (gram / 0.75).half()  # symmetric, as gram is
+    for out, exact, magnitudes in [(interpreted_script.sym_matmul_triton(x), gram, magnitudes),
+                                   (interpreted_script.sym_matmul_triton(x, c, beta=-0.75), gram - 0.75 * c.double(),
+                                    magnitudes + 0.75 * c.double().abs())]:
+        float32_error = 300 * 2.0 ** -24 * magnitudes
+        assert ((out.double() - exact).abs() <= half_fp16_step(exact) + 2 * float32_error).all()
+
+
 @pytest.mark.parametrize("m", [64, 200])  # one diagonal block; two, the second cut by the mask
 def test_triton_sym_matmul_newton_schulz_step_matches_fallback(interpreted_script, m):
     """The two calls orthogonalize makes: A = X X^T, then a I + b A + c A A^T (A symmetric), a only on the diagonal."""
