@@ -1,7 +1,8 @@
 """train_gpt_medium.py, section "MLP GEMMs with relu-square in their epilogues" (--mlp_epilogue): the Triton GEMM in
-Triton's interpreter (conftest.py) against torch in float32 (the interpreter's TMA loads of bf16 read garbage, so bf16
-is the device's check: perf/medium_mlp_bench.py), the two ops' CPU paths, NormedReluSquareMLP against autograd of the
-plain MLP of rms_norm(x) in float32, and what it keeps for the backward (a = relu(h)^2, not h)."""
+Triton's interpreter (conftest.py) against torch in float32, and its rounding in fp16 (the interpreter's TMA loads of
+bf16 read garbage, so bf16 is the device's check: perf/medium_mlp_bench.py), the two ops' CPU paths,
+NormedReluSquareMLP against autograd of the plain MLP of rms_norm(x) in float32, and what it keeps for the backward
+(a = relu(h)^2, not h)."""
 
 import dataclasses
 import sys
@@ -51,6 +52,21 @@ def test_backward_kernel_writes_the_gradient_at_h_from_a(interpreted, launch):
     h, r = x @ fc_w.T, row_scales(200)
     grad_h = medium.relu_square_gemm(grad_y, proj_w, r, F.relu(h).square(), launch=launch)
     torch.testing.assert_close(grad_h, 2 * F.relu(h) * (grad_y @ proj_w) * r[:, None], rtol=1e-5, atol=1e-5)
+
+
+def test_backward_kernel_rounds_the_product_to_the_output_dtype_before_the_epilogue(interpreted):
+    """The product rounded to the output's dtype, as the plain path's GEMM output is, then times 2 sqrt(a) and r in
+    float32 and rounded once. In fp16: bf16's rounds the same way (at 8 bits, not 11), but the interpreter cannot load
+    bf16. Inputs on an integer grid make the GEMM exact in float32 in any order, so the kernel's result is known bit for
+    bit; in the float32 tests above, a kernel that skipped the rounding, or took sqrt(a) in fp16, passed."""
+    gen = torch.Generator().manual_seed(6)
+    grad_y = (torch.randint(-32, 33, (200, 64), generator=gen) / 16).half()
+    proj_w = torch.randint(-128, 129, (64, 96), generator=gen).half()
+    a, r = (4 * torch.rand(200, 96, generator=gen)).half(), row_scales(200)
+    product = (grad_y.float() @ proj_w.float()).half().float()
+    assert (product != grad_y.float() @ proj_w.float()).float().mean() > 0.5  # most products lose bits to fp16
+    expected = (2 * a.float().sqrt() * product * r[:, None]).half()
+    assert torch.equal(medium.relu_square_gemm(grad_y, proj_w, r, a, launch=LAUNCHES[1]), expected)
 
 
 def test_reciprocal_rms_is_the_scale_of_f_rms_norm_eps_included():
