@@ -69,6 +69,25 @@ def test_backward_kernel_rounds_the_product_to_the_output_dtype_before_the_epilo
     assert torch.equal(medium.relu_square_gemm(grad_y, proj_w, r, a, launch=LAUNCHES[1]), expected)
 
 
+def test_kernel_takes_inputs_in_any_layout(interpreted):
+    """TMA descriptors need rows of unit stride, and the kernel reads row_scale as a contiguous vector: x and w laid out
+    column by column (autograd's grad_y may be such a view) and a strided row_scale give, both ways, what contiguous
+    ones give."""
+    x, grad_y, fc_w, proj_w = mlp_case(torch.float32)
+    r, a = row_scales(200), F.relu(x @ fc_w.T).square()
+
+    def column_major(t):
+        return t.T.contiguous().T
+
+    strided_r = torch.stack([r, -r], dim=1)[:, 0]
+    assert not column_major(x).is_contiguous() and strided_r.stride() == (2,)
+    assert torch.equal(medium.relu_square_gemm(column_major(x), column_major(fc_w), strided_r, launch=LAUNCHES[1]),
+                       medium.relu_square_gemm(x, fc_w, r, launch=LAUNCHES[1]))
+    assert torch.equal(medium.relu_square_gemm(column_major(grad_y), column_major(proj_w), strided_r, a,
+                                               launch=LAUNCHES[1]),
+                       medium.relu_square_gemm(grad_y, proj_w, r, a, launch=LAUNCHES[1]))
+
+
 def test_reciprocal_rms_is_the_scale_of_f_rms_norm_eps_included():
     """The epilogue path's row scale against the plain path's F.rms_norm, on bf16 rows from 1e-5 to 1e3 in RMS: the
     smallest ones are mostly eps (float32's), where another eps would scale them differently on the two paths."""
