@@ -1257,14 +1257,16 @@ def attention_kernel_fits(head_dim: int) -> bool:
 
 
 def takes_attention_kernel(qkv: Tensor) -> bool:
-    return qkv.is_cuda and attention_kernel_fits(qkv.size(-1))
+    """On the GPU, for one sequence (the model's batch of 1): the kernels take a row's rotary angles at its token's
+    index among all batch x tokens rows, past the tables for a second sequence's rows."""
+    return qkv.is_cuda and qkv.size(0) == 1 and attention_kernel_fits(qkv.size(-1))
 
 
 @torch.library.custom_op("nanogpt::attention_inputs", mutates_args=())
 def attention_inputs(qkv: Tensor, cos: Tensor, sin: Tensor, lambdas: Tensor,
                      ve: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """q and k RMS-normed and rotated, v * lambdas[0] (+ ve * lambdas[1]): the kernel on the GPU, torch elsewhere
-    (and where head_dim / 2 is not a power of two)."""
+    (and where head_dim / 2 is not a power of two, or for a batch of several sequences)."""
     if not takes_attention_kernel(qkv):
         return tuple(t.contiguous() for t in attention_inputs_torch(qkv, cos, sin, lambdas, ve))
     return attention_inputs_triton(qkv, cos, sin, lambdas, ve)

@@ -1624,14 +1624,14 @@ def test_attention_kernel_takes_heads_whose_half_is_a_power_of_two_and_only_on_c
     assert script.takes_attention_kernel(torch.zeros(1, 8, 3 * 2, head_dim, dtype=torch.bfloat16)) is False
 
 
-def test_track_2s_attention_kernels_take_one_sequence_only():
+@SCRIPTS
+def test_attention_kernels_take_one_sequence_only(script):
     """The kernels take a row's rotary angles at its token's index among all batch x tokens rows, past the tables for
     a second sequence's rows (rotated by other angles, no error: the op's torch path and its docstring take batches),
-    so a batch of several takes the torch path on the GPU too; the model's batch is 1. Track 1's copy has the same
-    limit, unchanged."""
+    so a batch of several takes the torch path on the GPU too; the model's batch is 1."""
     with FakeTensorMode():  # a CUDA tensor's metadata without a GPU
         one, several = (torch.empty(batch, 8, 3 * 2, 128, dtype=torch.bfloat16, device="cuda") for batch in (1, 2))
-    assert train_gpt_medium.takes_attention_kernel(one) and not train_gpt_medium.takes_attention_kernel(several)
+    assert script.takes_attention_kernel(one) and not script.takes_attention_kernel(several)
 
 
 # ----------------------------------------------------------------------------------------------
