@@ -374,6 +374,90 @@ def test_comm_own_slices_the_first_dimension():
     assert torch.equal(Comm(3, 4).own(full), full[6:8])
 
 
+def test_comm_averages_the_ranks_gradients_into_this_ranks_rows(monkeypatch):
+    """The reduce-scatter averages (the gradient of the global batch's mean loss, as one process's accumulation
+    gives); a sum would scale every gradient by the world size, which Muon's scale-free orthogonalisation and Adam's
+    tiny eps hide from the gloo runs below."""
+    calls = []
+
+    def reduce_scatter(shard, full, op, async_op):
+        calls.append((tuple(shard.shape), op, async_op))
+        return "handle"
+
+    monkeypatch.setattr(train_gpt, "REDUCE_SCATTER", reduce_scatter)
+    shard, handle = Comm(1, 4).reduce_scatter_avg(torch.arange(16.0).view(8, 2))
+    assert handle == "handle" and shard.shape == (2, 2)
+    assert calls == [((2, 2), train_gpt.dist.ReduceOp.AVG, True)]
+
+
+class Handle:
+    """An async collective's handle: the collective's writes happen at wait(), as a queued NCCL call's land only
+    when the stream reaches them."""
+
+    def __init__(self, finish):
+        self.finish, self.waited = finish, False
+
+    def wait(self):
+        self.finish()
+        self.waited = True
+
+
+class HeldComm(Comm):
+    """Rank `rank` of world_size processes that all hold the same gradients, with collectives that finish only when
+    waited on: the reduce-scatter's shard is NaN until then, and the all-gather writes the other ranks' rows
+    (GATHERED, as if they had stepped) only then."""
+
+    def __init__(self, rank, world_size):
+        super().__init__(rank, world_size)
+        self.handles = []
+
+    def held(self, finish):
+        self.handles.append(Handle(finish))
+        return self.handles[-1]
+
+    def reduce_scatter_avg(self, full):
+        shard = torch.full_like(self.own(full), float("nan"))
+        return shard, self.held(lambda: shard.copy_(self.own(full)))
+
+    def all_gather(self, full, shard):
+        def gather():
+            for rank in range(self.world_size):
+                if rank != self.rank:
+                    Comm(rank, self.world_size).own(full).fill_(GATHERED)
+        return self.held(gather)
+
+
+GATHERED = 7.0
+
+
+def test_optimizers_wait_for_each_collective_before_using_or_leaving_its_result():
+    """Rank 1 of 2: each step uses a reduce-scattered gradient only after waiting for it (unwaited, it is NaN here,
+    and half written on a GPU) and returns only after waiting for every all-gather, so that the next forward reads
+    the other ranks' rows. The gloo runs tell only by timing: Muon's all-gathers left unwaited passed them."""
+    muon_shapes, adam_shapes = [(16, 8), (16, 8), (8, 24)], [(6, 4), (8,)]
+    muon_params, adam_params = make_params(muon_shapes, 50), make_params(adam_shapes, 51)
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in muon_params + adam_params]
+    comm = HeldComm(1, 2)
+    muon = Muon(muon_params, lr=0.05, momentum=0.9, weight_decay=0.1, comm=comm)
+    adam = ShardedAdam([dict(params=adam_params, lr=0.02)], (0.8, 0.95), 1e-10, comm)
+    whole_muon = Muon(twins[:3], lr=0.05, momentum=0.9, weight_decay=0.1, comm=Comm(0, 1))
+    whole_adam = ShardedAdam([dict(params=twins[3:], lr=0.02)], (0.8, 0.95), 1e-10, Comm(0, 1))
+    for p, twin, g in zip(muon_params + adam_params, twins, make_grads(muon_shapes + adam_shapes, 1, 52)[0]):
+        p.grad, twin.grad = g.clone(), g.clone()
+    for opt in (muon, adam, whole_muon, whole_adam):
+        opt.step()
+    # a reduce-scatter and an all-gather for each of Muon's two groups and each of Adam's two parameters
+    assert len(comm.handles) == 8 and all(handle.waited for handle in comm.handles)
+    # Muon: rank 1 owns the second (16, 8) matrix and the (8, 24) group's padding row; rank 0's rows are gathered
+    torch.testing.assert_close(muon_params[1].detach(), twins[1].detach())
+    assert (muon_params[0] == GATHERED).all() and (muon_params[2] == GATHERED).all()
+    # Adam: rank 1 owns the second half of each parameter's first dimension
+    for p, twin in zip(adam_params, twins[3:]):
+        half = p.size(0) // 2
+        torch.testing.assert_close(p.detach()[half:], twin.detach()[half:])
+        assert (p[:half] == GATHERED).all()
+
+
 def test_lr_multiplier_is_flat_then_decays_linearly_to_final_frac():
     args = Hyperparameters(num_iterations=200, cooldown_frac=0.45, final_lr_frac=0.1)
     assert train_gpt.lr_multiplier(0, args) == 1.0
