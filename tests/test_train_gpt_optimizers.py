@@ -98,11 +98,15 @@ def test_muon_matches_reference_with_momentum_warmup(weight_decay):
         assert not torch.equal(p.detach(), s)
 
 
-def test_muon_reference_tolerance_tells_nesterov_and_shape_scale_apart():
-    """Without Nesterov or without the shape scale the reference lands far outside the tolerance used above."""
-    params = make_params([(24, 8)], 2)
+@pytest.mark.parametrize("shape", [(24, 8), (2, 24, 8)])
+def test_muon_reference_tolerance_tells_nesterov_and_shape_scale_apart(shape):
+    """Without Nesterov or without the shape scale the reference lands far outside the tolerance used above. A stack
+    of tall matrices takes the scale of its matrices' rows and columns, not of its leading dimensions: the QKVO
+    weight (4, heads x head_dim, model_dim) is tall where heads x head_dim > model_dim (the test above's 3-D
+    weight is wide, where either gives 1)."""
+    params = make_params([shape], 2)
     start = params[0].detach().clone()
-    grads = make_grads([(24, 8)], 2, 3)
+    grads = make_grads([shape], 2, 3)
     opt = Muon(params, lr=0.1, momentum=0.9, weight_decay=0.0, comm=Comm(0, 1))
     for (g,) in grads:
         params[0].grad = g.clone()
@@ -195,16 +199,17 @@ def step_on(opt, params, grads):
     return [p.detach().clone() for p in params]
 
 
-@pytest.mark.parametrize("ns_coefficients", ["jordan", "polar_express"])
-def test_muon_with_normuon_matches_reference(ns_coefficients):
+@pytest.mark.parametrize("ns_coefficients, beta2", [("jordan", 0.9), ("polar_express", 0.9), ("jordan", 0.0)])
+def test_muon_with_normuon_matches_reference(ns_coefficients, beta2):
+    """beta2 = 0 (--normuon_beta2 allows it) is NorMuon on each step's own mean squares, not NorMuon off."""
     schedule = Hyperparameters(num_iterations=3, muon_momentum_warmup_steps=2)  # momentum 0.85, 0.90, 0.95
     lrs = [0.05, 0.05, 0.05 * train_gpt.lr_multiplier(2, schedule)]
     params = make_params(MUON_SHAPES, 21)
     start = [p.detach().clone() for p in params]
     grads = make_grads(MUON_SHAPES, 3, 22)
-    opt = run_muon(params, grads, schedule, ns_coefficients=ns_coefficients, normuon_beta2=0.9)
+    opt = run_muon(params, grads, schedule, ns_coefficients=ns_coefficients, normuon_beta2=beta2)
     reference = (start, grads, lrs, [0.85, 0.90, 0.95], 0.0)
-    expected = reference_muon(*reference, ns_coefficients=ns_coefficients, normuon_beta2=0.9)
+    expected = reference_muon(*reference, ns_coefficients=ns_coefficients, normuon_beta2=beta2)
     plain = reference_muon(*reference, ns_coefficients=ns_coefficients)
     for p, e, m, s in zip(params, expected, plain, start):
         tolerance = 2e-3 * (e - s).abs().max()
