@@ -536,6 +536,18 @@ def test_build_optimizers_gives_each_adam_group_its_own_multiplier():
     assert adam.param_groups[2]["params"] == [model.scalars]
 
 
+def test_build_optimizers_passes_adams_betas_and_eps_and_muons_weight_decay():
+    """Each setting off its default and unlike the others: Adam's betas in order, its eps, Muon's lr and weight decay
+    (the record's decay is 0, so a Muon built without it passed every test)."""
+    args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128, adam_beta1=0.7,
+                           adam_beta2=0.9, adam_eps=1e-9, muon_lr=0.02, muon_weight_decay=0.3)
+    with torch.device("meta"):
+        model = train_gpt.GPT(args)
+    adam, muon = train_gpt.build_optimizers(model, args, Comm(0, 1))
+    assert all(group["betas"] == (0.7, 0.9) and group["eps"] == 1e-9 for group in adam.param_groups)
+    assert all((group["lr"], group["weight_decay"]) == (0.02, 0.3) for group in muon.param_groups)
+
+
 def test_build_optimizers_passes_the_newton_schulz_coefficients():
     args = Hyperparameters(model_dim=64, num_heads=2, head_dim=32, train_seq_len=128, val_seq_len=128)
     with torch.device("meta"):
