@@ -641,6 +641,66 @@ def test_training_stops_at_the_first_non_finite_train_loss_whether_read_in_the_l
     assert lines[-1].startswith("step:2/6 train_loss:nan ")
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_timed_loop_validates_on_its_cadence_and_at_the_end_and_times_the_steps_alone(script, monkeypatch):
+    """On a fake clock, 5 steps of 1 s each with validation every 2 steps, 10 s each: validations at steps 0, 2, 4 and
+    5 (the last, off the cadence), each with its own step's window; the train loss of a step logged before the
+    validation that follows it, as the mean of the 2 ranks' (this rank's loss is step + 1, the other's 2 more); the
+    clock's time the steps' alone, 1 s each, and the validations' 40 s kept apart; the start-up stamped once step 0's
+    validation is done, before step 0 runs. 2 ranks x 256 tokens a step in 1 s: 512 tokens/s; 4e11 FLOPs a step in
+    1 s against 2 GPUs of 1 TFLOPS: 20%."""
+    now = [100.0]
+    fake_clock_time(monkeypatch, script, now)
+    stepped, validated, reduced = [], [], []
+
+    def train_step(*args):
+        stepped.append(args[3])
+        now[0] += 1.0
+        return torch.tensor(args[3] + 1.0)
+
+    def evaluate(model, tokens, args, rank, world_size, window):
+        validated.append((len(stepped), window))
+        now[0] += 10.0
+        return 9.0 - len(validated)
+
+    def all_reduce(loss, op):  # the mean with the other rank, whose loss is 2 more
+        reduced.append(op)
+        loss += 1.0
+
+    monkeypatch.setattr(script, "train_step", train_step)
+    monkeypatch.setattr(script, "evaluate", evaluate)
+    monkeypatch.setattr(script.dist, "all_reduce", all_reduce)
+    # the window grows by a block a step: 1, 1, 2, 3, 4, 5 blocks at steps 0-5
+    args = script.Hyperparameters(num_iterations=5, val_loss_every=2, window_start=0, window_end=5 * 128,
+                                  train_seq_len=256, grad_accum_steps=1, peak_tflops=1.0, device="cpu")
+    windows = {blocks: f"window of {blocks}" for blocks in range(1, 6)}
+    lines, cpu = [], torch.device("cpu")
+    clock = script.TrainingClock(cpu)
+    casts = (None,) if script is train_gpt else ()  # track 1's weight_casts
+    assert script.train(None, [], *casts, None, None, windows, SimpleNamespace(write=lines.append), clock, args, 0, 2,
+                        cpu, 4e11) is None
+    assert stepped == [0, 1, 2, 3, 4] and reduced == [script.dist.ReduceOp.AVG] * 5
+    assert validated == [(0, "window of 1"), (2, "window of 2"), (4, "window of 4"), (5, "window of 5")]
+    throughput = "step_avg:1000.00ms tokens/s:512 mfu:20.0%"
+    assert lines == ["step:0/5 val_loss:8.0000 train_time:0ms",
+                     "startup: first timed step at 10.0s",
+                     "step:1/5 train_loss:2.0000 train_time:1000ms step_avg:1000.00ms",
+                     "step:2/5 train_loss:3.0000 train_time:2000ms step_avg:1000.00ms",
+                     f"step:2/5 val_loss:7.0000 train_time:2000ms {throughput}",
+                     "step:3/5 train_loss:4.0000 train_time:3000ms step_avg:1000.00ms",
+                     "step:4/5 train_loss:5.0000 train_time:4000ms step_avg:1000.00ms",
+                     f"step:4/5 val_loss:6.0000 train_time:4000ms {throughput}",
+                     "step:5/5 train_loss:6.0000 train_time:5000ms step_avg:1000.00ms",
+                     f"step:5/5 val_loss:5.0000 train_time:5000ms {throughput}"]
+    assert (clock.total_ms, clock.validation_s) == (5000.0, 40.0)
+    # --val_loss_every=0: the last step's validation alone
+    validated.clear()
+    args.val_loss_every = 0
+    script.train(None, [], *casts, None, None, windows, SimpleNamespace(write=lines.append), script.TrainingClock(cpu),
+                 args, 0, 2, cpu, 4e11)
+    assert validated == [(10, "window of 5")]
+
+
 class LogLines:
     """A stand-in RunLog: each line written, with whether it goes to the console too."""
 
