@@ -701,6 +701,23 @@ def test_the_timed_loop_validates_on_its_cadence_and_at_the_end_and_times_the_st
     assert validated == [(10, "window of 5")]
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("val_loss", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_a_non_finite_validation_loss_stops_the_run_after_its_line(script, val_loss, monkeypatch):
+    """Step 2's validation loss is not finite (NaN, or inf where the logits overflowed): its line is logged, then the
+    run stops there, before step 2 runs. Stand-ins for the step and the validation, on the CPU."""
+    stepped = []
+    monkeypatch.setattr(script, "train_step", lambda *a: stepped.append(a[3]) or torch.tensor(2.0))
+    monkeypatch.setattr(script, "evaluate", lambda model, tokens, args, rank, ws, window: val_loss if stepped else 3.0)
+    args = script.Hyperparameters(num_iterations=6, val_loss_every=2, window_start=0, window_end=128, device="cpu")
+    lines, cpu = [], torch.device("cpu")
+    casts = (None,) if script is train_gpt else ()  # track 1's weight_casts
+    stop = script.train(None, [], *casts, None, None, {1: None, 2: None}, SimpleNamespace(write=lines.append),
+                        script.TrainingClock(cpu), args, 0, 1, cpu, 1e9)
+    assert stop == "non-finite validation loss at step 2" and stepped == [0, 1]
+    assert lines[-1].startswith(f"step:2/6 val_loss:{val_loss} ")
+
+
 class LogLines:
     """A stand-in RunLog: each line written, with whether it goes to the console too."""
 
