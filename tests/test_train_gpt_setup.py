@@ -619,6 +619,62 @@ def test_the_training_clock_adds_up_its_running_spans_and_keeps_the_stopped_ones
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_training_clock_reads_the_time_once_the_device_has_run_the_queued_work(script, monkeypatch):
+    """The host runs ahead of the GPU: each of the clock's readings waits for the device first (here each wait takes
+    0.5 s, the work queued when the host got there). A span's queued steps then count as training, and the queued
+    work of a validation as validation: 2 s and 1 s of training, 3 s of validation."""
+    now, waits = [100.0], []
+    fake_clock_time(monkeypatch, script, now)
+
+    def sync(device):
+        waits.append(device)
+        now[0] += 0.5
+
+    monkeypatch.setattr(script, "sync", sync)
+    cpu = torch.device("cpu")
+    clock = script.TrainingClock(cpu)
+    clock.start()  # the device catches up at 100.5 s: training starts
+    now[0] = 102.0
+    clock.stop()  # the steps queued until 102 s run until 102.5 s
+    now[0] = 105.0
+    clock.start()  # the validation queued until 105 s runs until 105.5 s
+    now[0] = 106.0
+    clock.stop()
+    assert (clock.total_ms, clock.validation_s) == (3000.0, 3.0) and waits == [cpu] * 4
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_steps_loss_is_read_only_once_the_device_has_reached_the_steps_end(script, monkeypatch):
+    """On the GPU the loss's host copy is filled while the host runs on: the host waits for the step's end mark (a
+    CUDA event, stood in for here) before it reads the copy, and the step's time is the events' elapsed time."""
+
+    class Event:
+        """torch.cuda.Event's stand-in: synchronize() is the host's wait for the device to reach it."""
+
+        def __init__(self):
+            self.reached = False
+
+        def synchronize(self):
+            self.reached = True
+
+        def elapsed_time(self, end):
+            assert end.reached
+            return 1500.0
+
+    class HostCopy:
+        def item(self):
+            assert end_mark.reached, "the loss was read before the device wrote it"
+            return 2.0
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    end_mark, clock, lines = Event(), script.TrainingClock(torch.device("cpu")), []
+    clock.started_mark = Event()
+    stop = script.log_train_loss(SimpleNamespace(write=lines.append), (3, HostCopy(), end_mark), clock,
+                                 SimpleNamespace(num_iterations=10))
+    assert stop is None and lines == ["step:3/10 train_loss:2.0000 train_time:1500ms step_avg:500.00ms"]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("val_loss_every", [0, 2])
 def test_training_stops_at_the_first_non_finite_train_loss_whether_read_in_the_loop_or_at_a_validation(
         script, val_loss_every, monkeypatch):
