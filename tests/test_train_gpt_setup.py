@@ -9,6 +9,7 @@ a run out of GPU memory stops with; and the log header's nvidia-smi table, or th
 
 import ctypes
 import functools
+import itertools
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from train_gpt import SetupError  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "data"))
 from shards import write_shard  # noqa: E402
-from stand_ins import documents  # noqa: E402
+from stand_ins import WindowRecorder, documents  # noqa: E402
 
 COMPILE_AND_COUNT = """
 import importlib, sys, torch
@@ -562,6 +563,46 @@ def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(scrip
     total, compiling = map(float, re.fullmatch(r"compiled ([\d.]+)s \(compiling ([\d.]+)s\)", compiled).groups())
     assert round(compiling - total, 6) <= 0.1  # the compile is part of the lap (both printed to 0.1 s)
     assert re.fullmatch(r"run again [\d.]+s \(compiling 0\.0s\)", again), again
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("profile_steps", [0, 1])
+def test_the_warmup_trains_then_leaves_the_weights_and_every_optimizers_state_as_it_found_them(script, profile_steps,
+                                                                                               monkeypatch):
+    """3 real warmup steps (the last profiled, or not) and a validation, on a stand-in model with Adam and SGD with
+    momentum (both keep state, and each micro-step's batch differs, so a state left behind changes the next update):
+    training's first step after the warmup, on a stream of its own from the data's start, is the step of a model and
+    optimizers that never warmed up. --warmup_steps=0 runs neither a step nor the validation."""
+
+    def batches(*args):  # a fresh stream from the data's start each time: micro-step k's inputs are all k
+        return ((torch.full((128,), k, dtype=torch.int32), torch.zeros(128, dtype=torch.int32))
+                for k in itertools.count(1))
+
+    def model_and_optimizers():
+        model = WindowRecorder()
+        adam = torch.optim.Adam([model.a], lr=0.1)
+        sgd = torch.optim.SGD([model.b, model.c], lr=0.1, momentum=0.9)
+        for group in adam.param_groups + sgd.param_groups:
+            group["initial_lr"] = group["lr"]
+        return model, [adam, sgd]
+
+    monkeypatch.setattr(script, "train_batches", batches)
+    args = script.Hyperparameters(num_iterations=6, warmup_steps=3, profile_steps=profile_steps, grad_accum_steps=2,
+                                  train_seq_len=128, val_tokens=256, val_seq_len=128, device="cpu")
+    cpu = torch.device("cpu")
+    windows = script.window_tensors(args, cpu)
+    casts = (lambda: None,) if script is train_gpt else ()  # track 1's weight_casts
+    warmed, warmed_optimizers = model_and_optimizers()
+    script.warmup(warmed, warmed, warmed_optimizers, *casts, torch.arange(257), windows, [], args, 0, 1, cpu)
+    assert len(warmed.windows) == 3 * 2 + 1  # it ran: 3 steps of 2 micro-steps, then one validation sequence
+    fresh, fresh_optimizers = model_and_optimizers()
+    for model, optimizers in [(warmed, warmed_optimizers), (fresh, fresh_optimizers)]:
+        script.train_step(model, optimizers, batches(), 0, args, windows, *casts)
+    assert all(torch.equal(a, b) for a, b in zip(warmed.parameters(), fresh.parameters()))
+    assert [p.item() for p in fresh.parameters()] != [1.0] * 3  # the step moved them
+    args.warmup_steps, args.profile_steps = 0, 0
+    script.warmup(fresh, fresh, fresh_optimizers, *casts, torch.arange(257), windows, [], args, 0, 1, cpu)
+    assert len(fresh.windows) == 2  # the training step's 2 micro-steps alone
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
