@@ -116,6 +116,15 @@ def test_one_process_with_accumulation_reaches_the_same_loss(two_process_run, on
     assert "world_size: 1" in one_process_run[1].decode()
     # step 1's loss is the mean over both micro-steps' tokens: log(padded vocabulary) to the printed precision
     assert losses(one_process_run[1].decode(), "train_loss")[0] == (1, round(math.log(50304), 4))
+    # every step's: the 2 ranks' mean (rank 0's alone would pass step 1, where every loss is uniform)
+    two_train, one_train = (losses(run[1].decode(), "train_loss") for run in (two_process_run, one_process_run))
+    assert [step for step, _ in one_train] == [step for step, _ in two_train] == [1, 2, 3, 4, 5, 6]
+    # (8e-5 apart at most here; rank 0's alone was 2e-3 to 8e-3 apart at steps 2-4 and 6)
+    assert all(abs(a - b) / b < 5e-4 for (_, a), (_, b) in zip(one_train, two_train)), (one_train, two_train)
+    # the FLOPs a step, which the MFU divides by, are the global batch's: the same 2 sequences either way
+    flops = [re.search(r" matmul params, (\S+) FLOPs per step$", run[1].decode(), re.MULTILINE).group(1)
+             for run in (one_process_run, two_process_run)]
+    assert flops[0] == flops[1]
     assert "step:6/6 val_loss:" in one_process_run[0].stdout  # console lines too
 
 
