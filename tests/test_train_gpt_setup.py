@@ -1444,6 +1444,11 @@ STOP_THROUGH_EXCEPT_EXCEPTION = """
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
 script = __import__(sys.argv[2])
+# Python's handlers as a terminal starts it: pytest under nohup (SIGHUP) or as a shell's background job (SIGINT)
+# passes the signal on ignored, and the script rightly keeps an ignored signal so
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for signum in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(signum, signal.SIG_DFL)
 handlers = script.stop_on_signals()
 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     try:
