@@ -260,6 +260,7 @@ def test_profile_steps_and_fp8_sampling_errors(overrides, message):
                                  "length changes nothing"),
     (dict(no_attention_layer=12), "--no_attention_layer=12: use -1 (none) or a block index from 0 to 11"),
     (dict(no_attention_layer=-7), "--no_attention_layer=-7: use -1 (none) or a block index from 0 to 11"),
+    (dict(window_pattern="LSSSLSSLSSSLL"), "--window_pattern=LSSSLSSLSSSLL needs one L or S per block (12 letters)"),
     (dict(final_lr_frac=1.5), "--final_lr_frac=1.5 must be in [0, 1]"),
     (dict(muon_weight_decay=30.0), "Muon's weight decay takes a matrix's weights to zero or past it each step (lr "
                                    "x weight decay = 1.5 >= 1); lower --muon_weight_decay"),
@@ -314,12 +315,30 @@ def test_each_count_that_may_be_zero_is_one_error_line_below_it(script, name):
     script.check_settings(script.Hyperparameters(device="cpu", **{name: 0}), 1)
 
 
+UNIT_INTERVAL = ["muon_momentum", "muon_momentum_start", "adam_beta1", "adam_beta2"]
+
+
+@pytest.mark.parametrize("script, name", [(train_gpt, name) for name in UNIT_INTERVAL + ["normuon_beta2"]]
+                         + [(train_gpt_medium, name) for name in UNIT_INTERVAL],
+                         ids=lambda value: getattr(value, "__name__", value))
+def test_each_momentum_and_beta_is_one_error_line_at_1(script, name):
+    """Each of check_numbers' rates of [0, 1) by name: at 1 a momentum or an EMA never forgets (a beta2 of 1 leaves
+    Adam's second moment at its first step's), and above 1 it grows without bound; only --muon_momentum,
+    --adam_beta1 and --normuon_beta2 had a case of their own in track 1, so a name left out of that set passed."""
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", **{name: 1.0}), 1)
+    assert str(error.value) == f"--{name}=1.0 must be in [0, 1)"
+    script.check_settings(script.Hyperparameters(device="cpu", **{name: 0.0}), 1)
+
+
 @pytest.mark.parametrize("overrides", [
     dict(cooldown_frac=1.0, final_lr_frac=1.0),  # a cooldown over the whole run; an lr that never decays
     dict(window_start=1024, window_end=1024),  # a fixed window
     dict(window_end=2**24),  # the largest window
     dict(muon_lr=0.5, muon_weight_decay=1.99),  # lr x weight decay just below 1
     dict(val_tokens=2**31 - 2**18, seed=2**62),  # the largest count below 2^31 that the checks take; a large seed
+    dict(no_attention_layer=-1, backout_layer=-1),  # every block with attention; no backout
+    dict(no_attention_layer=0, backout_layer=11),  # the first block without attention; backout before the last
 ])
 def test_settings_at_the_edges_of_their_ranges_pass(overrides):
     train_gpt.check_settings(Hyperparameters(device="cpu", **overrides), 1)
@@ -396,6 +415,40 @@ def test_a_logs_dir_below_a_folder_without_write_access_is_one_error(tmp_path, m
         train_gpt.check_settings(Hyperparameters(device="cpu", logs_dir=str(locked / "logs")), 1)
     assert str(error.value) == (f"--logs_dir={locked / 'logs'} cannot be written ({locked} is not writable); give a "
                                 "writable folder")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_folder_that_can_be_written_but_not_searched_is_one_error(script, tmp_path, monkeypatch):
+    """Mode 0o200: a file cannot be made in a folder without search (x) permission, writable or not, so the log and
+    the compile cache would fail after the checks (the cache after the warmup). Root's access is faked."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: not (Path(path) == locked and mode & os.X_OK) and
+                        access(path, mode))
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(locked)), 1)
+    assert str(error.value) == (f"--logs_dir={locked} cannot be written ({locked} is not writable); give a writable "
+                                "folder")
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", compile_cache=str(locked / "cache.bin")), 1)
+    assert str(error.value).startswith(f"--compile_cache={locked / 'cache.bin'} cannot be written after the warmup "
+                                       f"({locked} is not writable)")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_compile_cache_file_that_cannot_be_read_is_one_error_naming_it_so(script, tmp_path, monkeypatch):
+    """A cache file without read permission passed the check and failed to load as 'could not be loaded (corrupt,
+    ...); delete it', a fix that throws away a good cache. Root's access is faked."""
+    cache = tmp_path / "cache.bin"
+    cache.write_bytes(b"artifacts")
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: not (Path(path) == cache and mode & os.R_OK) and
+                        access(path, mode))
+    with pytest.raises(script.SetupError) as error:
+        script.check_settings(script.Hyperparameters(device="cpu", compile_cache=str(cache)), 1)
+    assert str(error.value) == (f"--compile_cache={cache} is not a readable file; give a file path (written after the "
+                                "warmup when missing)")
 
 
 @pytest.fixture
@@ -531,6 +584,16 @@ def test_several_processes_without_each_of_torchruns_meeting_variables_is_one_la
         script.join_processes(torch.device("cpu"), int(os.environ.get("RANK", "0")), 2)
     assert str(error.value) == (f"WORLD_SIZE=2 without {missing}, which torchrun sets for the processes to meet; "
                                 "launch with ./run.sh or torchrun, or unset WORLD_SIZE for one process")
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_launch_variables_with_spaces_around_them_are_read_as_torch_reads_them(monkeypatch, script):
+    """int() takes " 2 " (torch's env:// rendezvous reads WORLD_SIZE, RANK and MASTER_PORT so), and so do the checks,
+    as --name=value settings may have spaces around them: a check of the unstripped text would refuse a launch that
+    torch runs."""
+    for name, value in {"WORLD_SIZE": " 2", "RANK": "1 ", "LOCAL_RANK": " 1 ", "MASTER_PORT": " 29500 "}.items():
+        monkeypatch.setenv(name, value)
+    assert script.launch_ranks() == (2, 1, 1)
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
