@@ -179,6 +179,8 @@ def parse_args(argv: list[str]) -> Hyperparameters:
             raise SetupError(f"--{name}: setting names are written with underscores, --{name.replace('-', '_')}")
         if name not in defaults:
             raise SetupError(f"unknown setting --{name} (see --help for the list)")
+        if len(raw.strip().splitlines()) > 1:  # its error, or the log header's line, would run over several lines
+            raise SetupError(f"--{name}={raw.strip()!r} holds a line break; give the value on one line")
         values[name] = parse_value(name, defaults[name], raw)
     return Hyperparameters(**values)
 

@@ -135,6 +135,21 @@ def test_bad_arguments_raise_one_setup_error(argv, message):
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("arg, shown", [("--num_iterations=5\nx", "--num_iterations='5\\nx'"),
+                                        ("--device=cpu\r\ncuda", "--device='cpu\\r\\ncuda'"),
+                                        ("--run_id= a\u2028b\n", "--run_id='a\\u2028b'")])
+def test_a_value_with_a_line_break_inside_is_one_error_line(script, arg, shown):
+    """A value pasted over two lines ($(...) of a command's output, a quoted paste) was read whole: its error ran
+    over two lines ('--num_iterations=5' and 'x is not an integer'), and a run id or a path went into the log's
+    header as two lines. A line end at the value's end is a space around it, as before."""
+    with pytest.raises(script.SetupError) as error:
+        script.parse_args(["--model_dim=64", arg])
+    assert str(error.value) == f"{shown} holds a line break; give the value on one line"
+    assert len(f"error: {error.value}".splitlines()) == 1
+    assert script.parse_args(["--num_iterations=5\n", "--run_id=a b\r\n"]).num_iterations == 5
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_values_may_have_spaces_around_them_and_paths_a_leading_tilde(script, monkeypatch):
     """A shell line like --device=cpu<space> (or a quoted value) used to fail for text settings only, where numbers
     passed; --logs_dir=~/logs made a folder named ~ (the shell expands ~ only at a word's start)."""
