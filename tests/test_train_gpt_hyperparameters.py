@@ -602,6 +602,22 @@ def test_several_processes_without_each_of_torchruns_meeting_variables_is_one_la
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("cuda:1", "nccl")])
+def test_several_processes_join_one_group_and_each_keeps_its_own_rank(monkeypatch, script, device, backend):
+    """Rank 1 of 2: the group on NCCL for GPUs (bound to the rank's GPU) or gloo on the CPU, and a Comm of this rank
+    and world size, which the optimizers shard their work by; one process joins no group."""
+    joined = []
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(script.dist, "init_process_group", lambda **kwargs: joined.append(kwargs))
+    comm = script.join_processes(torch.device(device), 1, 2)
+    assert (comm.rank, comm.world_size) == (1, 2)
+    assert joined == [dict(backend=backend, **({"device_id": torch.device(device)} if backend == "nccl" else {}))]
+    comm = script.join_processes(torch.device(device), 0, 1)
+    assert (comm.rank, comm.world_size, len(joined)) == (0, 1, 1)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_launch_variables_with_spaces_around_them_are_read_as_torch_reads_them(monkeypatch, script):
     """int() takes " 2 " (torch's env:// rendezvous reads WORLD_SIZE, RANK and MASTER_PORT so), and so do the checks,
     as --name=value settings may have spaces around them: a check of the unstripped text would refuse a launch that

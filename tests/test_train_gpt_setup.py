@@ -1429,6 +1429,33 @@ def test_kernel_builds_on_the_gpu_make_triton_launchers_take_turns_before_a_thre
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_kernel_builds_on_the_gpu_run_on_threads_whose_device_is_the_ranks_gpu(script, monkeypatch):
+    """A thread's current CUDA device is its own, GPU 0 until it sets one: a build thread left there would build and
+    launch rank 3's kernels on GPU 0 (every rank opening a context there). The queued launches run there too."""
+    current = threading.local()
+    monkeypatch.setattr(script.triton.runtime, "driver", SimpleNamespace(active=SimpleNamespace(launcher_cls=object)))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: setattr(current, "device", device))
+    seen = []
+
+    def build():
+        seen.append(getattr(current, "device", "GPU 0"))
+
+    builds = script.KernelBuilds([build, build, build], torch.device("cuda", 3))
+    builds.submit(build)
+    builds.finish()
+    assert seen == [torch.device("cuda", 3)] * 4 and getattr(current, "device", None) is None  # not the main thread's
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("message, line", [("\nCUDA error: an illegal memory access\nCompile with TORCH_USE_CUDA_DSA",
+                                            "CUDA error: an illegal memory access"), ("", ""), (" \n ", "")])
+def test_an_errors_first_line_is_its_first_line_with_text(script, message, line):
+    """The one line of a crash, a failed meeting or an nvidia-smi that did not answer: an error whose message starts
+    with a line end (as many of torch's do) would give an empty line, 'error: RuntimeError: '."""
+    assert script.first_line(RuntimeError(message)) == line
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_a_first_launch_that_returns_at_once_still_has_the_others_queued_and_counted(script):
     ran = []
     for _ in range(20):  # the first thread's return raced the constructor's bookkeeping once
