@@ -106,6 +106,14 @@ def popen_that_takes_ctrl_c(command: list[str], **kwargs) -> subprocess.Popen:
         signal.signal(signal.SIGINT, inherited)
 
 
+def deny_access(path, mode: int, monkeypatch):
+    """os.access answers False for path where the mode asked holds any bit of mode, as for a user without that
+    permission (the tests run as root, whom os.access grants everything)."""
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda asked, asked_mode: not (Path(asked) == Path(path) and asked_mode & mode)
+                        and real_access(asked, asked_mode))
+
+
 def deny_entry_below(folder: str, monkeypatch):
     """os.stat of any path below folder raises PermissionError, as where a folder on the way denies search permission
     (the tests run as root, who enters any folder). Returns the stand-in os.stat."""

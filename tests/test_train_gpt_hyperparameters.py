@@ -14,6 +14,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import train_gpt  # noqa: E402
 import train_gpt_medium  # noqa: E402
 from train_gpt import Hyperparameters, SetupError, parse_args  # noqa: E402
+from stand_ins import deny_access  # noqa: E402
 
 
 def test_defaults_are_the_8_gpu_record():
@@ -438,9 +439,7 @@ def test_a_folder_that_can_be_written_but_not_searched_is_one_error(script, tmp_
     the compile cache would fail after the checks (the cache after the warmup). Root's access is faked."""
     locked = tmp_path / "locked"
     locked.mkdir()
-    access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: not (Path(path) == locked and mode & os.X_OK) and
-                        access(path, mode))
+    deny_access(locked, os.X_OK, monkeypatch)
     with pytest.raises(script.SetupError) as error:
         script.check_settings(script.Hyperparameters(device="cpu", logs_dir=str(locked)), 1)
     assert str(error.value) == (f"--logs_dir={locked} cannot be written ({locked} is not writable); give a writable "
@@ -457,9 +456,7 @@ def test_a_compile_cache_file_that_cannot_be_read_is_one_error_naming_it_so(scri
     ...); delete it', a fix that throws away a good cache. Root's access is faked."""
     cache = tmp_path / "cache.bin"
     cache.write_bytes(b"artifacts")
-    access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: not (Path(path) == cache and mode & os.R_OK) and
-                        access(path, mode))
+    deny_access(cache, os.R_OK, monkeypatch)
     with pytest.raises(script.SetupError) as error:
         script.check_settings(script.Hyperparameters(device="cpu", compile_cache=str(cache)), 1)
     assert str(error.value) == (f"--compile_cache={cache} is not a readable file; give a file path (written after the "
