@@ -605,6 +605,43 @@ def test_float8_both_ways_is_the_eager_cast_and_its_transpose(interpreted_kernel
     assert (step != 0).float().mean() < 0.1 and ((step.abs() <= 1) | halved).all()
 
 
+@pytest.mark.parametrize("dtype, scale", [(torch.bfloat16, 1 / (1 + 2 ** -10)), (torch.float32, 1 / (1 + 2 ** -10)),
+                                          (torch.float32, 1024 ** 0.5 / 448)], ids=["bf16", "fp32", "fp32 at 32 / 448"])
+def test_float8_both_ways_scales_by_the_fp32_reciprocal_rounding_to_bf16_only_a_bf16_input(interpreted_kernel,
+                                                                                           monkeypatch, dtype, scale):
+    """As to_float8 on CUDA, where torch multiplies by the scale's fp32 reciprocal in the input's dtype: a bf16
+    input's product rounds to bf16 before the e4m3 cast, an fp32 input's does not. Checked before the cast, in fp32
+    buffers that the launch writes instead of its e4m3 ones: the interpreter's e4m3 cast rounds ties away from zero
+    and its bf16 cast truncates, so that the bf16 step never shows in its e4m3 bytes (the test above passed without
+    it, and with it for an fp32 input). Inputs of four significant bits times 1 + 2^-10 lie 2^-10 above a bf16
+    value, where truncation and rounding to nearest agree; at model_dim 1024's x scale, 32 / 448, the fp32
+    reciprocal is not the fp64 one rounded (14 - 2^-20, not 14)."""
+    fp32_outputs, kernel = [], train_gpt.float8_both_ways_kernel
+
+    class WritingFp32:
+        def __getitem__(self, grid):
+            def launch(src, out, out_t, *args, **kwargs):
+                fp32_outputs.append((torch.full(out.shape, float("nan")), torch.full(out_t.shape, float("nan"))))
+                kernel[grid](src, *fp32_outputs[-1], *args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(train_gpt, "float8_both_ways_kernel", WritingFp32())
+    gen = torch.Generator().manual_seed(9)
+    signs = torch.randint(0, 2, (70, 130), generator=gen) * 2 - 1
+    t = (signs * torch.randint(8, 16, (70, 130), generator=gen) * 2.0 ** torch.randint(-6, 2, (70, 130),
+                                                                                         generator=gen)).to(dtype)
+    reciprocal = torch.tensor(1.0) / torch.tensor(scale, dtype=torch.float32)
+    expected = t.float() * reciprocal
+    if dtype == torch.bfloat16:
+        assert reciprocal == 1 + 2 ** -10 and not torch.equal(expected, t.float())
+        expected = expected.bfloat16().float()  # t itself
+    elif scale != 1 / (1 + 2 ** -10):
+        assert reciprocal != torch.tensor(1 / scale, dtype=torch.float32)
+    train_gpt.float8_both_ways(t, scale)
+    assert expected.abs().max() < 448 and len(fp32_outputs) == 1
+    assert torch.equal(fp32_outputs[0][0], expected) and torch.equal(fp32_outputs[0][1], expected.T)
+
+
 @pytest.mark.parametrize("script, fused_op", [(train_gpt, "fp8_head_ce"), (train_gpt_medium, "head_ce")],
                          ids=["train_gpt", "train_gpt_medium"])
 def test_training_head_loss_takes_the_fused_op_only_on_cuda(monkeypatch, script, fused_op):
