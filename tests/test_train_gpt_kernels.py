@@ -1353,6 +1353,16 @@ def test_gate_logits_opcheck(test_util):
     assert torch.library.opcheck(train_gpt.gate_logits, args, test_utils=test_util) == {test_util: "SUCCESS"}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor", "test_aot_dispatch_dynamic"])
+def test_gate_logits_backward_opcheck(test_util, dtype):
+    """The backward op's fake gradients (what the compiled backward plans for) in the real ones' dtypes, training's
+    bf16 included: the forward's opcheck runs in fp32, where a fake w gradient fixed to fp32 passed."""
+    x, w, grad = gate_case(12, 6, 12, dtype)
+    result = torch.library.opcheck(train_gpt.gate_logits_backward, (grad, x, w), test_utils=test_util)
+    assert result == {test_util: "SUCCESS"}
+
+
 def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
     """Tokens whose gradients and inputs differ by 2^10 in size: the gradient's rowwise e4m3 values against x's
     rowwise e4m3 copy with each token's gradient and x scales on its row give the weight gradient to e4m3's
