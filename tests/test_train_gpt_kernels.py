@@ -1363,6 +1363,25 @@ def test_gate_logits_backward_opcheck(test_util, dtype):
     assert result == {test_util: "SUCCESS"}
 
 
+def nan_padded(t: torch.Tensor, pad: int = 256) -> torch.Tensor:
+    """t's values in a buffer that goes on with pad NaNs: a kernel's read past t's end shows in its output."""
+    buffer = torch.full((t.numel() + pad,), float("nan"), dtype=t.dtype)
+    buffer[:t.numel()] = t.flatten()
+    return buffer[:t.numel()].view(t.shape)
+
+
+def test_gate_logits_kernels_read_nothing_past_their_inputs(interpreted_kernel):
+    """x, w and the logits' gradient followed in memory by NaN, heads and dims padded to powers of two (6 to 8, 12 to
+    16), a partial last block of tokens: a load whose mask lost its dims, heads or tokens term reads the next row's
+    entries, which the other operand's masked zeros cancel, but past the last row it reads NaN, and NaN times zero is
+    NaN. Without the padding such mutations passed, or failed only where the memory past a tensor held NaN or inf."""
+    x, w, grad = (nan_padded(t) for t in gate_case(37, 6, 12))
+    logits = train_gpt.gate_logits_triton(x, w, (16, 2))
+    grad_x, grad_w = train_gpt.gate_logits_backward_triton(grad, x, w, (16, 2))
+    for ours, exact in [(logits, x @ w.T), (grad_x, grad @ w), (grad_w, grad.T @ x)]:
+        torch.testing.assert_close(ours, exact, rtol=1e-5, atol=1e-5)
+
+
 def test_fp8_qkv_weight_grad_moves_each_tokens_gradient_scale_onto_x():
     """Tokens whose gradients and inputs differ by 2^10 in size: the gradient's rowwise e4m3 values against x's
     rowwise e4m3 copy with each token's gradient and x scales on its row give the weight gradient to e4m3's
