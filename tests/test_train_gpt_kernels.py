@@ -1734,6 +1734,22 @@ def test_add_rows_kernel_adds_each_tokens_row_to_its_ids_row_repeats_included(in
     assert torch.allclose(sums, expected, rtol=1e-6, atol=1e-5)
 
 
+def test_add_rows_op_on_the_cpu_adds_each_tokens_row_to_its_ids_row_without_the_kernel(monkeypatch):
+    """The CPU's path (index_add_ in fp32): rows of any float dtype and shape ... x dim, each token's added to its id's
+    row through the sort's order, repeats included, and no Triton launch (which needs a GPU or the interpreter); the
+    kernel's own test calls its launcher. Integer rows: the sums exact in any order."""
+    monkeypatch.setattr(train_gpt, "add_rows_triton", lambda *args: pytest.fail("a kernel launch on CPU"))
+    gen = torch.Generator().manual_seed(16)
+    ids = torch.randint(0, 10, (2, 12), generator=gen, dtype=torch.int32)
+    rows = torch.randint(-8, 8, (2, 12, 8), generator=gen).bfloat16()
+    sums = torch.randint(-8, 8, (10, 8), generator=gen).float()
+    expected = sums.clone()
+    for token_id, row in zip(ids.flatten().tolist(), rows.flatten(0, 1).float()):
+        expected[token_id] += row
+    train_gpt.add_rows_(sums, *ids.flatten().sort(), rows)
+    assert sums.dtype == torch.float32 and torch.equal(sums, expected)
+
+
 @pytest.mark.parametrize("test_util", ["test_schema", "test_faketensor", "test_aot_dispatch_dynamic"])
 def test_add_rows_opcheck(test_util):
     gen = torch.Generator().manual_seed(13)
