@@ -1756,3 +1756,16 @@ def test_add_rows_opcheck(test_util):
     sorted_ids, order = torch.randint(0, 10, (12,), generator=gen).sort()
     args = (torch.zeros(10, 8), sorted_ids, order, torch.randn(2, 6, 8, generator=gen))
     assert torch.library.opcheck(train_gpt.add_rows_, args, test_utils=test_util) == {test_util: "SUCCESS"}
+
+
+def test_add_rows_kernel_ends_the_last_run_at_the_last_token_whatever_follows_the_ids(interpreted_kernel):
+    """sorted_ids viewed in a longer buffer whose next entry repeats the last id (memory past a tensor holds
+    anything), the last token inside a block: the kernel must not read past the ids, or the last id's run does not
+    end there and its rows are never added."""
+    gen = torch.Generator().manual_seed(14)
+    ids = torch.randint(0, 6, (37,), generator=gen, dtype=torch.int32)
+    sorted_ids, order = ids.sort()
+    buffer = torch.cat([sorted_ids, sorted_ids[-1:]])
+    rows, sums = torch.randn(37, 40, generator=gen), torch.zeros(6, 40)
+    train_gpt.add_rows_triton(sums, buffer[:37], order, rows, (16, 64, 1))
+    assert torch.allclose(sums, torch.zeros(6, 40).index_add_(0, ids.long(), rows), rtol=1e-6, atol=1e-5)
