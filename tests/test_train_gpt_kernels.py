@@ -1769,3 +1769,36 @@ def test_add_rows_kernel_ends_the_last_run_at_the_last_token_whatever_follows_th
     rows, sums = torch.randn(37, 40, generator=gen), torch.zeros(6, 40)
     train_gpt.add_rows_triton(sums, buffer[:37], order, rows, (16, 64, 1))
     assert torch.allclose(sums, torch.zeros(6, 40).index_add_(0, ids.long(), rows), rtol=1e-6, atol=1e-5)
+
+
+@triton.jit
+def segmented_add_groupings_kernel(values_ptr, starts_ptr, left_ptr, right_ptr, N: tl.constexpr):
+    """(a + b) + c and a + (b + c) by segmented_add, for N triples (values, and starts as 0 or 1): the sums, then the
+    combined starts, in left and right."""
+    i = tl.arange(0, N)
+    a, b, c = tl.load(values_ptr + i), tl.load(values_ptr + N + i), tl.load(values_ptr + 2 * N + i)
+    a_s, b_s = tl.load(starts_ptr + i) != 0, tl.load(starts_ptr + N + i) != 0
+    c_s = tl.load(starts_ptr + 2 * N + i) != 0
+    ab, ab_s = train_gpt.segmented_add(a, a_s, b, b_s)
+    left, left_s = train_gpt.segmented_add(ab, ab_s, c, c_s)
+    bc, bc_s = train_gpt.segmented_add(b, b_s, c, c_s)
+    right, right_s = train_gpt.segmented_add(a, a_s, bc, bc_s)
+    tl.store(left_ptr + i, left)
+    tl.store(left_ptr + N + i, left_s.to(tl.float32))
+    tl.store(right_ptr + i, right)
+    tl.store(right_ptr + N + i, right_s.to(tl.float32))
+
+
+def test_add_rows_kernels_segmented_sum_combines_in_any_grouping(interpreted_kernel):
+    """tl.associative_scan may group a block's combines in any order (a tree on the GPU), but the interpreter's scan
+    is a left fold, whose combines never read a combined start flag, only the next position's own: the add_rows test
+    passed a combine whose start flag kept only b's. Each grouping of three positions gives the sum since the last
+    start (integer values: exact), and a start wherever one of the three held one."""
+    starts = torch.tensor([[(n >> k) & 1 for n in range(8)] for k in range(3)]).repeat(1, 4)  # every pattern
+    values = torch.randint(-50, 50, (3, 32), generator=torch.Generator().manual_seed(15)).float()
+    left, right = torch.full((2, 32), float("nan")), torch.full((2, 32), float("nan"))
+    segmented_add_groupings_kernel[(1,)](values, starts.float(), left, right, N=32)
+    (a, b, c), (a_s, b_s, c_s) = values, starts.bool()
+    expected = torch.where(c_s, c, torch.where(b_s, b + c, a + b + c))
+    assert torch.equal(left[0], expected) and torch.equal(right[0], expected)
+    assert torch.equal(left[1], (a_s | b_s | c_s).float()) and torch.equal(right[1], (a_s | b_s | c_s).float())
