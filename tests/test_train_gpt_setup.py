@@ -9,6 +9,7 @@ a run out of GPU memory stops with; and the log header's nvidia-smi table, or th
 
 import ctypes
 import functools
+import importlib.util
 import itertools
 import json
 import os
@@ -977,6 +978,67 @@ def test_the_log_headers_command_is_torchrun_for_a_torchrun_launch_of_one_proces
     log.header(script.Hyperparameters(), "run", world_size)
     commands = [line for line in (tmp_path / "run.txt").read_text().splitlines() if line.startswith("command: ")]
     assert commands == [f"command: {launcher} train_gpt.py --device=cpu '--run_id=a b'"]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_hung_nvidia_smi_costs_the_header_its_table_not_the_run(script, tmp_path, monkeypatch):
+    """The header asks nvidia-smi with a time limit of its own (the case below passes one): without it, a broken
+    driver's nvidia-smi that never answers would hold the run in its header forever. A stand-in for the call."""
+    fake_nvidia_smi(tmp_path, "#!/bin/sh\n", monkeypatch)
+
+    def hung(command, timeout=None, **kwargs):
+        if timeout is None:
+            raise AssertionError("nvidia-smi never answers: the run would wait here forever")
+        raise subprocess.TimeoutExpired(command, timeout)
+
+    monkeypatch.setattr(script.subprocess, "run", hung)
+    log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+    log.header(script.Hyperparameters(), "run", 1)
+    assert re.search(r"\nnvidia-smi:\n  not read: Command '\['nvidia-smi'\]' timed out after \d+ seconds\n\Z",
+                     (tmp_path / "run.txt").read_text())
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_rank_0s_log_is_made_with_its_folders_and_starts_with_the_scripts_exact_source(script, tmp_path, monkeypatch,
+                                                                                          capsys):
+    """check_files makes nothing, so a --logs_dir that does not exist yet is made with the log; other ranks write
+    nothing. The source, byte for byte, then the separator that records/tool.py cuts it at; the error line of a
+    later failure goes to this log."""
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the header's table is not this test's
+    args = script.Hyperparameters(device="cpu", logs_dir=str(tmp_path / "new" / "logs"), run_id="r")
+    assert isinstance(script.open_log(args, 1, 2), script.NullLog) and not (tmp_path / "new").exists()
+    log = script.open_log(args, 0, 2)
+    path = tmp_path / "new" / "logs" / "r.txt"
+    assert capsys.readouterr().out == f"log: {path}\n" and script.ERROR_LOG is log
+    source, name = Path(script.__file__).read_bytes(), Path(script.__file__).name
+    written = path.read_bytes()
+    assert written[:len(source)] == source and source.endswith(b"\n")
+    assert written[len(source):].startswith(f"{'=' * 20} end of source: {name}, {len(source)} bytes {'=' * 20}\n"
+                                            "run_id: r\n".encode())
+
+
+def load_records_tool():
+    spec = importlib.util.spec_from_file_location("records_tool", REPO_ROOT / "records" / "tool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("gpus", [[], ["NVIDIA H100 80GB HBM3"] * 8], ids=["no GPU", "8 GPUs"])
+def test_the_headers_environment_lines_are_what_records_tool_compares_a_rerun_with(script, gpus, monkeypatch):
+    """rerun warns about each of python, torch, cuda, triton and gpu that differs between a log's header and the
+    machine: a line missing from the header (a key renamed or dropped) is never compared, and one written otherwise
+    ('None' for no CUDA, a GPU without its count) differs on the very machine that wrote it."""
+    tool = load_records_tool()
+    monkeypatch.setattr(tool, "torch_build", lambda: {"__version__": torch.__version__, "cuda": "13.0"})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: bool(gpus))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: gpus[i])
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # the header's ptxas line
+    header = script.environment()
+    assert {key: header[key] for key in tool.ENV_KEYS} == tool.current_environment()
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
