@@ -640,6 +640,8 @@ def test_ranks_that_fit_together_are_read_as_torchrun_sets_them(monkeypatch, scr
     ("2.11.0", 8, 1, []), ("2.14.1+cu130", 1, 8, []), ("2.11.0", 2, 4, []),
     ("2.11.0", 2, 1, ["note: a global batch of 2 process(es) x 1 micro-step(s), not the 8-GPU record's 8: its losses "
                       "do not compare with the record's"]),
+    ("2.11.0", 8, 2, ["note: a global batch of 8 process(es) x 2 micro-step(s), not the 8-GPU record's 8: its losses "
+                      "do not compare with the record's"]),  # a larger batch than the record's, too
     ("2.10.0+cu128", 8, 1, ["note: torch 2.10.0+cu128 is older than 2.11, the oldest this script was tested on; if it "
                             "fails, pip install -r requirements.txt"]),
     ("2.11.0a0+git1234", 1, 1, [

@@ -1005,17 +1005,42 @@ def test_rank_0s_log_is_made_with_its_folders_and_starts_with_the_scripts_exact_
     nothing. The source, byte for byte, then the separator that records/tool.py cuts it at; the error line of a
     later failure goes to this log."""
     monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
-    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the header's table is not this test's
-    args = script.Hyperparameters(device="cpu", logs_dir=str(tmp_path / "new" / "logs"), run_id="r")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: no table, and no line saying it is missing
+    argv = ["train_gpt.py", "--run_id=r", "--logs_dir=a b", "--train_files=\"x\"*.bin"]
+    monkeypatch.setattr(sys, "argv", argv)
+    args = script.Hyperparameters(device="cpu", logs_dir=str(tmp_path / "new" / "logs"), run_id="r", compile=False)
     assert isinstance(script.open_log(args, 1, 2), script.NullLog) and not (tmp_path / "new").exists()
     log = script.open_log(args, 0, 2)
     path = tmp_path / "new" / "logs" / "r.txt"
-    assert capsys.readouterr().out == f"log: {path}\n" and script.ERROR_LOG is log
+    assert capsys.readouterr().out == f"log: {path}\n" and script.ERROR_LOG is log  # the header is the log's only
     source, name = Path(script.__file__).read_bytes(), Path(script.__file__).name
     written = path.read_bytes()
     assert written[:len(source)] == source and source.endswith(b"\n")
-    assert written[len(source):].startswith(f"{'=' * 20} end of source: {name}, {len(source)} bytes {'=' * 20}\n"
-                                            "run_id: r\n".encode())
+    header = written[len(source):].decode()
+    assert header.startswith(f"{'=' * 20} end of source: {name}, {len(source)} bytes {'=' * 20}\nrun_id: r\n")
+    lines = dict(line.split(": ", 1) for line in header.splitlines()[1:] if ": " in line and line[0] != " ")
+    assert json.loads(lines["argv"]) == argv and lines["world_size"] == "2"  # what records/tool.py reruns by
+    assert "  compile: false" in header.splitlines() and "nvidia-smi" not in header
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_headers_date_is_utc_whatever_the_machines_time_zone(script, tmp_path, monkeypatch):
+    """The date line ends in Z (UTC): a machine 5.5 hours east of it must not write its own clock's time there."""
+    from datetime import datetime, timezone
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the header's table is not this test's
+    zone = os.environ.get("TZ")
+    os.environ["TZ"] = "IST-5:30"  # POSIX: UTC + 5:30, no zone files needed
+    time.tzset()
+    try:
+        log = script.RunLog(str(tmp_path / "run.txt"), b"source\n", "train_gpt.py")
+        log.header(script.Hyperparameters(), "run", 1)
+    finally:
+        os.environ.pop("TZ") if zone is None else os.environ.update(TZ=zone)
+        time.tzset()
+    [date] = re.findall(r"^date: (.*)$", (tmp_path / "run.txt").read_text(), re.MULTILINE)
+    written = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((datetime.now(timezone.utc) - written).total_seconds()) < 60
 
 
 def load_records_tool():
