@@ -159,6 +159,62 @@ def test_a_cache_the_warmup_cannot_write_is_a_note_and_the_run_goes_on(script, t
     assert (tmp_path / "new" / "cache.bin").read_bytes() == b"artifacts"
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_cache_write_that_fails_part_way_leaves_the_earlier_cache_whole(script, tmp_path, monkeypatch):
+    """A disk that fills part-way through the write: an earlier run's cache stays as it was, where a write in place
+    would leave the start of a file that the next start refuses ('could not be loaded (corrupt, ...)')."""
+    path = tmp_path / "cache.bin"
+    path.write_bytes(b"an earlier run's artifacts")
+    monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"this run's artifacts", None))
+
+    class FillsUp:
+        """A file opened for writing on a disk with 4 bytes left."""
+
+        def __init__(self, *args):
+            self.file = open(*args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *error):
+            self.file.close()
+
+        def write(self, data):
+            self.file.write(data[:4])
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(script, "open", lambda file, mode="r": (FillsUp if "w" in mode else open)(file, mode),
+                        raising=False)  # the script's own calls of open
+    note = script.save_compile_cache(str(path))
+    assert note == f"compile cache: not written to {path} (No space left on device); the next start compiles again"
+    assert path.read_bytes() == b"an earlier run's artifacts" and [f.name for f in tmp_path.iterdir()] == [path.name]
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_two_runs_saving_one_cache_at_once_each_write_it_whole(script, tmp_path, monkeypatch):
+    """Two runs side by side sharing a --compile_cache, their warmups ending together: each writes a file of its own
+    and moves it into place, so both saves succeed and the cache is one run's whole artifacts, where one shared
+    unfinished file, written by both and moved by one, would fail the other's move or mix the two. The other run
+    is this process under another pid, saving while the first is about to move its file."""
+    path = tmp_path / "cache.bin"
+    saves = iter([(b"run A's artifacts", None), (b"run B's artifacts", None)])
+    monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: next(saves))
+    pid, notes, replace = [1000], [], os.replace
+    monkeypatch.setattr(os, "getpid", lambda: pid[0])
+
+    def other_run_saves_first(source, target):
+        if pid[0] == 1000:
+            pid[0] = 2000
+            notes.append(script.save_compile_cache(str(path)))
+            pid[0] = 1000
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", other_run_saves_first)
+    notes.append(script.save_compile_cache(str(path)))
+    assert [note.split(" in ")[0] for note in notes] == [f"compile cache: 0.0 MiB written to {path}"] * 2
+    assert path.read_bytes() == b"run A's artifacts" and [f.name for f in tmp_path.iterdir()] == [path.name]
+
+
 def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capfd):
     path = tmp_path / "artifacts.bin"
     path.write_bytes(b"not torch.compile artifacts")
@@ -167,6 +223,28 @@ def test_unreadable_artifact_file_is_one_setup_error_with_the_fix(tmp_path, capf
     assert str(error.value) == (f"--compile_cache={path} could not be loaded (corrupt, or not torch.compile "
                                 "artifacts); delete it to compile from scratch and write a new one")
     assert capfd.readouterr().err == ""  # torch's own warning and traceback are kept off the console
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("artifacts", [b"not torch.compile artifacts", None], ids=["bad", "good"])
+def test_loading_the_cache_silences_torchs_cache_log_for_the_load_only(script, artifacts, tmp_path, monkeypatch):
+    """torch.compiler._cache's log is kept quiet while the file loads (a bad file's traceback) and speaks again
+    after, for whatever the run's own compile has to say there; a good file's load too."""
+    import logging
+
+    if artifacts is None:
+        monkeypatch.setattr(torch.compiler, "load_cache_artifacts",
+                            lambda data: SimpleNamespace(artifacts={"inductor": ["key"]}))
+    path = tmp_path / "artifacts.bin"
+    path.write_bytes(artifacts or b"artifacts")
+    torch_log = logging.getLogger("torch.compiler._cache")
+    monkeypatch.setattr(torch_log, "level", logging.INFO)
+    if artifacts is None:
+        assert script.load_compile_cache(str(path)).startswith("compile cache: 1 artifacts loaded from ")
+    else:
+        with pytest.raises(script.SetupError):
+            script.load_compile_cache(str(path))
+    assert torch_log.level == logging.INFO
 
 
 def test_a_torch_that_raises_on_bad_artifacts_gives_the_same_error(tmp_path, monkeypatch):
@@ -1085,9 +1163,9 @@ def test_an_nvidia_smi_that_hangs_or_cannot_start_is_one_line_in_the_log_not_a_c
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_console(script, tmp_path,
-                                                                                    monkeypatch):
+                                                                                    monkeypatch, capsys):
     """A crash's type and first line: torchrun's error file gets it on every rank, rank 0's log once it is open, and
-    the console the whole error after."""
+    the console the whole error after (Python's hook, here a stand-in), not the line as well."""
     seen = []
     monkeypatch.setattr(sys, "excepthook", lambda *error: seen.append(error))
     monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
@@ -1104,6 +1182,7 @@ def test_an_uncaught_error_ends_the_log_with_its_first_line_then_reaches_the_con
     sys.excepthook(type(error), error, None)
     assert (tmp_path / "run.txt").read_text().splitlines()[-1] == line
     assert seen == [(type(error), error, None)] * 2
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
@@ -1609,6 +1688,21 @@ def test_a_stopping_signal_ignored_at_start_stays_ignored(script):
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_handler_set_outside_python_comes_back_as_the_default(script):
+    """signal.getsignal answers None for a handler that C code installed (a library, an embedding program), which
+    signal.signal refuses: the run's end would raise TypeError in its finally, a traceback after a finished run."""
+    import signal
+
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        script.restore_signals({signal.SIGTERM: None})
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, saved)
 
 
 # run_through_harness's harness: the process group's rendezvous times out after 2 s
