@@ -10,6 +10,7 @@ a run out of GPU memory stops with; and the log header's nvidia-smi table, or th
 import ctypes
 import functools
 import importlib.util
+import inspect
 import itertools
 import json
 import os
@@ -134,6 +135,51 @@ def test_each_autograd_function_is_one_call_for_dynamo_and_its_graphs_are_served
     assert "autograd_cache_miss 1" in first and "autograd_cache_saved 1" in first and "bypass" not in first
     assert "autograd_cache_hit 1" in second and "bypass" not in second
     assert "autograd_cache_miss 1" in edited and "autograd_cache_hit" not in edited
+
+
+def python_code_run_by(script, function) -> list:
+    """The script's own functions and classes that function runs in Python, directly or through one another: not
+    through a torch.library op, which a traced graph calls by name (its code is the op's, not the graph's)."""
+    found, todo = [], [function]
+    while todo:
+        part = todo.pop()
+        if any(part is seen for seen in found):
+            continue
+        found.append(part)
+        functions = [part] if inspect.isfunction(part) else [
+            getattr(value, "__func__", value) for value in vars(part).values()
+            if inspect.isfunction(getattr(value, "__func__", value))]
+        codes = [f.__code__ for f in functions]
+        while codes:
+            code = codes.pop()
+            codes += [const for const in code.co_consts if inspect.iscode(const)]  # comprehensions, nested functions
+            todo += [value for value in map(vars(script).get, code.co_names)
+                     if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == script.__name__]
+    return found[1:]
+
+
+@pytest.mark.parametrize("script, name", [(train_gpt, "fp8_mlp"), (train_gpt, "fp8_attention_inputs"),
+                                          (train_gpt, "summed_lookup"), (train_gpt_medium, "normed_relu_square_mlp")])
+def test_the_cache_key_of_an_autograd_function_changes_with_any_python_code_it_runs(script, name, monkeypatch):
+    """AOTAutograd's cache serves the graphs traced from a marked function while its key stays the same: the key
+    covers the source of everything the autograd.Function runs in Python (the run-time test edits the key itself),
+    so that an edited helper of it (to_float8, a scale) misses instead of reusing graphs of the old code."""
+    marks = {}
+    monkeypatch.setattr(torch._inductor.config, "unsafe_marked_cacheable_functions", marks)
+    monkeypatch.setattr(torch._dynamo, "allow_in_graph", lambda function: function)  # not this test's
+    script.trace_autograd_functions_as_one_call()
+    key = marks[f"{script.__name__}.{name}"]
+    parts = python_code_run_by(script, getattr(script, name))
+    assert any(inspect.isclass(part) for part in parts)  # the autograd.Function
+
+    def edited():
+        """A stand-in of other source."""
+
+    for part in parts:
+        with monkeypatch.context() as patch:
+            patch.setattr(script, part.__name__, edited)
+            script.trace_autograd_functions_as_one_call()
+            assert marks[f"{script.__name__}.{name}"] != key, part.__name__
 
 
 def test_no_setting_or_no_file_yet_is_not_an_error(tmp_path):
@@ -1592,6 +1638,17 @@ def test_kernel_builds_on_the_gpu_make_triton_launchers_take_turns_before_a_thre
     assert calls == [(driver, "turns"), "build"]
     script.KernelBuilds([lambda: calls.append("build")], torch.device("cpu")).finish()
     assert calls == [(driver, "turns"), "build", "build"]  # no launchers on the CPU
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_the_kernel_builds_after_the_first_run_side_by_side(script):
+    """Triton lets go of the GIL in LLVM and ptxas, so the launches after the first build at once, each on a thread
+    of its own, the one submitted later too: three that wait for each other all finish (on one thread they would
+    wait for ever, here 10 s)."""
+    together = threading.Barrier(3, timeout=10)
+    builds = script.KernelBuilds([lambda: None, together.wait, together.wait], torch.device("cpu"))
+    builds.submit(together.wait)
+    assert builds.finish().startswith("startup: 4 kernel launches built on worker threads in ")
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
