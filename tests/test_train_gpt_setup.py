@@ -692,6 +692,57 @@ def test_warmup_laps_give_each_part_its_time_and_the_compilers_share_of_it(scrip
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_warmup_laps_wait_for_the_device_and_count_the_compilers_seconds_from_the_warmups_start(script, monkeypatch):
+    """On a fake clock, with the compiler's seconds stood in for: the 5 s it spent before the warmup began (a compile
+    earlier in the process) are in no lap, and each lap waits for the device's queued work (0.5 s here) before it
+    reads the clock, so that a lap is the device's time, not the host's time to queue the work."""
+    now, compiled, waits = [100.0], [5.0], []
+    fake_clock_time(monkeypatch, script, now)
+    monkeypatch.setattr(script, "compiling_seconds", lambda: compiled[0])
+
+    def sync(device):
+        waits.append(device)
+        now[0] += 0.5
+
+    monkeypatch.setattr(script, "sync", sync)
+    cpu = torch.device("cpu")
+    laps = script.WarmupLaps(cpu)
+    now[0], compiled[0] = 103.0, 7.0
+    laps.lap("step 1")
+    now[0] = 104.0
+    laps.lap("validation")
+    assert str(laps) == "step 1 3.5s (compiling 2.0s), validation 1.0s (compiling 0.0s)" and waits == [cpu] * 2
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("warmup_steps, profile_steps, parts", [
+    (4, 1, ["step 1", "steps 2-3", "steps 4-4 profiled", "validation", "state restored"]),
+    (3, 0, ["step 1", "steps 2-3", "validation", "state restored"]),
+    (1, 0, ["step 1", "validation", "state restored"]),
+    (2, 2, ["steps 1-2 profiled", "validation", "state restored"]),
+    (0, 0, ["state restored"]),
+])
+def test_the_warmups_laps_name_the_steps_each_part_ran(script, warmup_steps, profile_steps, parts, monkeypatch):
+    """The log's warmup parts: step 1 (the compile) alone, the other unprofiled steps, then the profiled ones, each
+    named by its steps as the profile's table is (the e2e runs have 1 unprofiled step: no "steps 2-N")."""
+    monkeypatch.setattr(script, "train_batches", lambda *args: itertools.repeat(
+        (torch.ones(128, dtype=torch.int32), torch.zeros(128, dtype=torch.int32))))
+    monkeypatch.setattr(script, "profile_table", lambda run, device: run())
+    args = script.Hyperparameters(num_iterations=6, warmup_steps=warmup_steps, profile_steps=profile_steps,
+                                  grad_accum_steps=1, train_seq_len=128, val_tokens=256, val_seq_len=128, device="cpu")
+    cpu, model = torch.device("cpu"), WindowRecorder()
+    optimizers = [torch.optim.SGD(model.parameters(), lr=0.1)]
+    for group in optimizers[0].param_groups:
+        group["initial_lr"] = group["lr"]
+    casts = (lambda: None,) if script is train_gpt else ()  # track 1's weight_casts
+    _, laps = script.warmup(model, model, optimizers, *casts, torch.arange(257), script.window_tensors(args, cpu), [],
+                            args, 0, 1, cpu)
+    names = [re.fullmatch(r"(.*) [\d.]+s \(compiling [\d.]+s\)", part).group(1) for part in str(laps).split(", ")]
+    assert names == parts
+    assert len(model.windows) == warmup_steps + (1 if warmup_steps else 0)
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("profile_steps", [0, 1])
 def test_the_warmup_trains_then_leaves_the_weights_and_every_optimizers_state_as_it_found_them(script, profile_steps,
                                                                                                monkeypatch):
