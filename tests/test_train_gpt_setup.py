@@ -715,6 +715,22 @@ def test_warmup_laps_wait_for_the_device_and_count_the_compilers_seconds_from_th
 
 
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_compile_phases_come_longest_first_and_cache_lookups_say_none_where_there_were_none(script, monkeypatch):
+    """The log's compile line: the count longest of the compiler's phases, longest first (the first phases of the
+    compile are not its longest), and the cache lookups by name, the other counters left out."""
+    phases = (["_compile.compile_inner", "inductor_compile", "aot_collect_metadata"], ["9.25", "30.5", "0.04"])
+    monkeypatch.setattr(torch._dynamo.utils, "compile_times", lambda repr, aggregate: phases)
+    assert script.compile_phases() == "inductor_compile 30.5, _compile.compile_inner 9.2, aot_collect_metadata 0.0"
+    assert script.compile_phases(2) == "inductor_compile 30.5, _compile.compile_inner 9.2"
+    counters = {"aot_autograd": {"total": 2, "autograd_cache_miss": 1, "autograd_cache_hit": 1},
+                "inductor": {"fxgraph_cache_miss": 3, "pattern_matcher_count": 7}}
+    monkeypatch.setattr(torch._dynamo.utils, "counters", counters)
+    assert script.compile_cache_lookups() == "autograd_cache_hit 1, autograd_cache_miss 1, fxgraph_cache_miss 3"
+    monkeypatch.setattr(torch._dynamo.utils, "counters", {"aot_autograd": {"total": 2}, "inductor": {}})
+    assert script.compile_cache_lookups() == "none"
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("warmup_steps, profile_steps, parts", [
     (4, 1, ["step 1", "steps 2-3", "steps 4-4 profiled", "validation", "state restored"]),
     (3, 0, ["step 1", "steps 2-3", "validation", "state restored"]),
