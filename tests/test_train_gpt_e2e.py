@@ -319,3 +319,27 @@ def test_validation_gives_each_rank_its_own_sequences_and_together_every_token(s
     model = FirstToken()  # one process: every sequence, its own mean, no all-reduce (no process group to join)
     assert script.evaluate(model, val_tokens, args, 0, 1, given) == 12 and model.read == [0, 8, 16, 24]
     assert reduced == [script.dist.ReduceOp.AVG] * 3
+
+
+@pytest.mark.parametrize("script_name", ["train_gpt", "train_gpt_medium"])
+def test_validation_runs_the_model_without_autograd(script_name):
+    """Validation builds no autograd graph: with one, the running total would hold every sequence's activations
+    until the last (memory growing with --val_tokens, for a backward that never comes)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    script = __import__(script_name)
+
+    class ScaledMean(torch.nn.Module):
+        """A stand-in model with a weight, whose loss is its weight times its sequence's mean token; it records
+        whether autograd was on."""
+
+        def __init__(self):
+            super().__init__()
+            self.weight, self.grad_enabled = torch.nn.Parameter(torch.ones(())), []
+
+        def forward(self, inputs, targets, window):
+            self.grad_enabled.append(torch.is_grad_enabled())
+            return self.weight * inputs.float().mean()
+
+    model, args = ScaledMean(), script.Hyperparameters(val_tokens=32, val_seq_len=8)
+    assert script.evaluate(model, torch.arange(33, dtype=torch.int32), args, 0, 1, torch.tensor(1)) == 15.5
+    assert model.grad_enabled == [False] * 4  # 15.5: the mean of tokens 0-31
