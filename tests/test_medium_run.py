@@ -72,6 +72,11 @@ def test_two_ranks_match_one_rank_with_gradient_accumulation(runs):
     two, one = train_losses(runs["two_ranks"][1]), train_losses(runs["one_rank"][1])
     assert sorted(two) == sorted(one) == [1, 2, 3, 4]
     assert all(abs(two[step] - one[step]) / one[step] < 1e-4 for step in one), (two, one)
+    # the FLOPs a step, which the MFU divides by, are the global batch's: the same 2 sequences either way (a count of
+    # one process's batch would put a run of several processes' MFU that many times too low)
+    flops = [re.search(r" matmul params, (\S+) FLOPs per step$", log.decode(), re.MULTILINE).group(1)
+             for _, log in (runs["two_ranks"], runs["one_rank"])]
+    assert flops[0] == flops[1]
 
 
 def test_validation_loss_falls(runs):
