@@ -1830,6 +1830,48 @@ def test_a_handler_set_outside_python_comes_back_as_the_default(script):
         signal.signal(signal.SIGTERM, saved)
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_stopped_run_ignores_later_stopping_signals_before_it_writes_its_line(script, monkeypatch):
+    """torchrun sends its ranks SIGTERM after a Ctrl-C that they got too: every stopping signal is ignored before the
+    first one's line is written, so that the second cannot raise Stopped in the middle of it (a traceback instead of
+    the one line); the exit status is the first signal's, 128 + SIGINT."""
+    import signal
+
+    events = []
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: events.append((signum, handler)))
+    monkeypatch.setattr(script, "report_error", lambda line, console: events.append((line, console)))
+    monkeypatch.setattr(script, "prints_errors", lambda error: True)
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(Exited(code)))
+    with pytest.raises(Exited) as exited:
+        script.exit_when_stopped(script.Stopped(signal.SIGINT))
+    ignored = [(signum, signal.SIG_IGN) for signum in script.SIGNALS_THAT_STOP]
+    assert events == [*ignored, ("error: stopped by SIGINT", True)] and exited.value.args[0] == 130
+
+
+# a script run as the launcher runs it, then the signal handlers in place once it is over
+RUN_AS_MAIN_THEN_HANDLERS = """
+import runpy, signal, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exit:
+    print("exit", exit.code)
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+"""
+
+
+@pytest.mark.parametrize("script", ["train_gpt.py", "train_gpt_medium.py"])
+def test_pythons_own_signal_handlers_are_back_once_the_script_is_over(script, tmp_path):
+    """However main ends (here in a data error), the script puts back the handlers it replaced, so that a signal in
+    the interpreter's teardown ends the process as Python's own handlers would, not in a Stopped traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT",
+                                                            "TORCHELASTIC_ERROR_FILE")}
+    result = subprocess.run([sys.executable, "-c", RUN_AS_MAIN_THEN_HANDLERS, str(REPO_ROOT / script), "--device=cpu",
+                             "--check_only=true", f"--train_files={tmp_path}/none_*.bin"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.stdout.splitlines()[-2:] == ["exit 2", "True True"], result.stdout + result.stderr[-2000:]
+
+
 # run_through_harness's harness: the process group's rendezvous times out after 2 s
 RUN_WITH_SHORT_MEETING = """
 import datetime, runpy, sys
