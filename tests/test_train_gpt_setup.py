@@ -1872,6 +1872,22 @@ def test_pythons_own_signal_handlers_are_back_once_the_script_is_over(script, tm
     assert result.stdout.splitlines()[-2:] == ["exit 2", "True True"], result.stdout + result.stderr[-2000:]
 
 
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+def test_a_settings_error_is_printed_where_the_launch_variables_cannot_say_which_rank_this_is(script, monkeypatch,
+                                                                                             capsys):
+    """A bad setting is found before the launch variables are read: where those are bad too (RANK=x), no process
+    can tell it is rank 0, and each prints the setting's line (rather than none of them)."""
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
+    monkeypatch.setenv("RANK", "x")
+    monkeypatch.setattr(sys, "argv", [f"{script.__name__}.py", "--device=cpu", "--num_iterations=abc"])
+    with pytest.raises(script.SetupError) as error:
+        script.main()
+    with pytest.raises(SystemExit):
+        script.exit_with_setup_error(error.value)
+    assert capsys.readouterr().err == "error: --num_iterations=abc is not an integer\n"
+
+
 # run_through_harness's harness: the process group's rendezvous times out after 2 s
 RUN_WITH_SHORT_MEETING = """
 import datetime, runpy, sys
