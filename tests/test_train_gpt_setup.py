@@ -1049,6 +1049,36 @@ def test_finish_startup_logs_what_the_start_up_found_in_order_and_returns_the_st
                          ("warmup: 0 steps in 5.0s (compile included, state restored); training starts at 30.0s", True)]
 
 
+class ModelBuilt(Exception):
+    """Raised by main's stand-in GPT: the test stops main there, once the start-up's first lines are logged."""
+
+
+@pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
+@pytest.mark.parametrize("note", ["compile cache: 3 artifacts loaded from c.bin in 0.2s", None], ids=["loaded", "none"])
+def test_main_logs_the_compile_caches_load_once_the_log_is_open(script, note, tmp_path, monkeypatch):
+    """The cache is loaded before the log opens (its note waits): the log-opened line says it was loaded, and its note
+    (load_compile_cache's, None without a file) follows the setup's notes. The e2e runs have no cache."""
+    monkeypatch.setattr(script, "ERROR_LOG", script.NullLog())  # main's log becomes it
+    monkeypatch.setattr(script, "check_data", lambda args, ws, accum: ([], []))
+    monkeypatch.setattr(script, "reuse_freed_cpu_memory", lambda: None)
+    monkeypatch.setattr(script, "load_compile_cache", lambda path: note)
+    monkeypatch.setattr(script, "GPT", lambda args: (_ for _ in ()).throw(ModelBuilt()))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["--device=cpu", f"--logs_dir={tmp_path}", "--run_id=cache", "--compile_cache=c.bin"]
+    monkeypatch.setattr(sys, "argv", [f"{script.__name__}.py", *argv])
+    with pytest.raises(ModelBuilt):
+        script.main()
+    lines = (tmp_path / "cache.txt").read_text().splitlines()
+    opened = [i for i, line in enumerate(lines) if line.startswith("startup: settings and data checked")]
+    loaded = ", compile cache loaded" if note else ""
+    assert len(opened) == 1
+    assert re.fullmatch(rf"startup: settings and data checked{loaded}, log opened at [\d.]+s", lines[opened[0]])
+    args = script.parse_args(argv)
+    args.grad_accum_steps = 8
+    assert lines[opened[0] + 1:] == [*script.setup_notes(args, 1), *([note] if note else [])]
+
+
 @pytest.mark.parametrize("fp8_mlp, exact, line", [
     (True, True, "FP8 MLP backward: one pass (start-up check exact)"),
     (True, False, "FP8 MLP backward: two passes (the one-pass kernel failed its start-up check: ptxas torch's)"),
