@@ -341,5 +341,5 @@ def test_validation_runs_the_model_without_autograd(script_name):
             return self.weight * inputs.float().mean()
 
     model, args = ScaledMean(), script.Hyperparameters(val_tokens=32, val_seq_len=8)
-    assert script.evaluate(model, torch.arange(33, dtype=torch.int32), args, 0, 1, torch.tensor(1)) == 15.5
-    assert model.grad_enabled == [False] * 4  # 15.5: the mean of tokens 0-31
+    assert script.evaluate(model, torch.arange(33, dtype=torch.int32), args, 0, 1, torch.tensor(1)) == 15.5  # 0-31
+    assert model.grad_enabled == [False] * 4
