@@ -696,15 +696,10 @@ def test_warmup_laps_wait_for_the_device_and_count_the_compilers_seconds_from_th
     """On a fake clock, with the compiler's seconds stood in for: the 5 s it spent before the warmup began (a compile
     earlier in the process) are in no lap, and each lap waits for the device's queued work (0.5 s here) before it
     reads the clock, so that a lap is the device's time, not the host's time to queue the work."""
-    now, compiled, waits = [100.0], [5.0], []
+    now, compiled = [100.0], [5.0]
     fake_clock_time(monkeypatch, script, now)
     monkeypatch.setattr(script, "compiling_seconds", lambda: compiled[0])
-
-    def sync(device):
-        waits.append(device)
-        now[0] += 0.5
-
-    monkeypatch.setattr(script, "sync", sync)
+    waits = slow_device_sync(monkeypatch, script, now)
     cpu = torch.device("cpu")
     laps = script.WarmupLaps(cpu)
     now[0], compiled[0] = 103.0, 7.0
@@ -823,6 +818,19 @@ def fake_clock_time(monkeypatch, script, now: list):
     monkeypatch.setattr(script, "PROCESS_START", 100.0)
 
 
+def slow_device_sync(monkeypatch, script, now: list) -> list:
+    """script's sync waits 0.5 s on the fake clock now[0] (the device running the work queued before it); returns the
+    devices it waited for, in order."""
+    waits = []
+
+    def sync(device):
+        waits.append(device)
+        now[0] += 0.5
+
+    monkeypatch.setattr(script, "sync", sync)
+    return waits
+
+
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 def test_the_training_clock_adds_up_its_running_spans_and_keeps_the_stopped_ones_as_validation_time(script,
                                                                                                    monkeypatch):
@@ -857,14 +865,9 @@ def test_the_training_clock_reads_the_time_once_the_device_has_run_the_queued_wo
     """The host runs ahead of the GPU: each of the clock's readings waits for the device first (here each wait takes
     0.5 s, the work queued when the host got there). A span's queued steps then count as training, and the queued
     work of a validation as validation: 2 s and 1 s of training, 3 s of validation."""
-    now, waits = [100.0], []
+    now = [100.0]
     fake_clock_time(monkeypatch, script, now)
-
-    def sync(device):
-        waits.append(device)
-        now[0] += 0.5
-
-    monkeypatch.setattr(script, "sync", sync)
+    waits = slow_device_sync(monkeypatch, script, now)
     cpu = torch.device("cpu")
     clock = script.TrainingClock(cpu)
     clock.start()  # the device catches up at 100.5 s: training starts
