@@ -159,6 +159,14 @@ def test_restarts_split_wide_matrices_after_two_steps_and_square_ones_every_step
     assert medium.restarts(steps, False) == [[step] for step in steps]
 
 
+def test_newton_schulz_coefficients_are_track_2s_records():
+    """The five (a, b, c) steps of You Jiacheng's schedule that track 2's records ran. Every other test takes its
+    reference iterations from medium.NS_COEFFICIENTS, so a changed step (Jordan's fixed quintic first, say) moves the
+    script and its references together and passes them all, while the run's updates change."""
+    assert medium.NS_COEFFICIENTS == [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418, -5.5913, 2.3037),
+                                      (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012)]
+
+
 @pytest.mark.parametrize("power", [1.0, 2.0])
 def test_fp16_gram_with_its_restart_beats_the_bf16_iterations_where_no_restart_diverges(power):
     """Against the iterations in fp64, on spectra falling as i^-1 and i^-2: orthogonalize (fp16, Gram steps 2 + 3) is
