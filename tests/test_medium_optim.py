@@ -210,6 +210,23 @@ def test_muon_step_scales_lr_for_tall_matrices_and_decays_per_group():
     assert torch.equal(master, before[2].float() * torch.tensor(1 - 0.05 * 0.5, dtype=torch.float32))
 
 
+def test_muon_step_leaves_the_lr_of_wide_and_square_matrices_unscaled():
+    """lr x sqrt(rows / cols) for tall matrices only (track 2's fc): max(1, rows / cols), so a wide one (its proj
+    matrices, 4 x wider than high) keeps lr as a square one (its QKVO) does; sqrt(rows / cols) alone would halve the
+    proj steps. The tall test above gives its wide matrix a zero gradient, which cannot tell."""
+    torch.manual_seed(8)
+    wide, square = torch.nn.Parameter(torch.randn(8, 32).bfloat16()), torch.nn.Parameter(torch.randn(8, 8).bfloat16())
+    before = [p.detach().clone() for p in (wide, square)]
+    for p in (wide, square):
+        p.grad = torch.randn(p.shape).bfloat16()
+    muon([([wide], 0.1), ([square], 0.1)]).step()
+    for p, old in zip((wide, square), before):
+        expected = old.clone()
+        medium.muon_update(expected.view(torch.uint16), torch.zeros(p.shape, dtype=torch.uint16), torch.zeros(p.shape),
+                           p.grad, *scalars(0.9, 0.05, 1 - 0.05 * 0.1))
+        assert torch.equal(p.detach(), expected)
+
+
 def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
     """Eight same-shape matrices take one update call (a stack), not eight: per-matrix calls leave most of the GPU
     idle on 1024 x 1024 products. The state dict still holds each matrix's low bits and momentum, as views of
