@@ -227,6 +227,23 @@ def test_muon_step_leaves_the_lr_of_wide_and_square_matrices_unscaled():
         assert torch.equal(p.detach(), expected)
 
 
+def test_muon_step_takes_lr_and_momentum_from_its_groups_as_the_schedules_set_them():
+    """train_step sets each group's lr (the cooldown) and momentum (the warmup) before the step; the update must read
+    them there, not the values Muon was built with (its defaults), or neither schedule reaches the hidden matrices. The
+    schedules' test (stand-in optimizers) and a run (both of its runs alike) cannot tell. Two steps: the first's
+    update, orthogonalize((1 - m^2) g), is the same for any momentum m."""
+    torch.manual_seed(9)
+    param = torch.nn.Parameter(torch.randn(8, 16).bfloat16())
+    expected, low, buffer = param.detach().clone(), torch.zeros(8, 16, dtype=torch.uint16), torch.zeros(8, 16)
+    opt = muon([([param], 0.1)])
+    opt.param_groups[0].update(lr=0.02, momentum=0.6)
+    for _ in range(2):
+        param.grad = torch.randn(8, 16).bfloat16()
+        opt.step()
+        medium.muon_update(expected.view(torch.uint16), low, buffer, param.grad, *scalars(0.6, 0.02, 1 - 0.02 * 0.1))
+    assert torch.equal(param.detach(), expected)
+
+
 def test_muon_updates_each_group_in_one_call_and_keeps_per_matrix_state():
     """Eight same-shape matrices take one update call (a stack), not eight: per-matrix calls leave most of the GPU
     idle on 1024 x 1024 products. The state dict still holds each matrix's low bits and momentum, as views of
