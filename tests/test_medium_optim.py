@@ -385,6 +385,54 @@ def test_comm_averages_the_ranks_gradients_into_this_ranks_rows(monkeypatch):
     assert medium.Comm(0, 1).reduce_scatter_avg(full) == (full, None)  # one process: the full tensor is the shard
 
 
+class Handle:
+    """An async collective's handle that records its wait in a shared log."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def wait(self):
+        self.log.append(f"wait {self.name}")
+
+
+class AsyncOneRankOf(OneRankOf):
+    """OneRankOf whose collectives return handles, as dist's async ones do, and log their calls and waits."""
+
+    def __init__(self, rank, world_size, log):
+        super().__init__(rank, world_size)
+        self.log = log
+
+    def reduce_scatter_avg(self, full):
+        self.log.append("reduce-scatter")
+        return super().reduce_scatter_avg(full)[0], Handle(self.log, "reduce-scatter")
+
+    def all_gather(self, full, shard):
+        self.log.append("all-gather")
+        return Handle(self.log, "all-gather")
+
+
+@pytest.mark.parametrize("which", ["muon", "adam"])
+def test_steps_wait_for_every_gradient_before_its_update_and_for_every_gather_before_returning(which):
+    """Both optimizers start every reduce-scatter, wait for each one before updating from it, and wait for all their
+    all-gathers before step returns: the next forward reads the gathered weights, and an all-gather still in flight
+    would hand it some ranks' rows of the previous step. One process (or the in-process stand-ins) waits on nothing,
+    and a 2-process CPU run's gathers are done in time by chance, so neither can tell."""
+    torch.manual_seed(10)
+    params = [torch.nn.Parameter(torch.randn(8, 16).bfloat16()) for _ in range(2)]
+    log = []
+    comm = AsyncOneRankOf(0, 2, log)
+    for p in params:
+        p.grad = torch.randn(8, 16).bfloat16()
+    if which == "muon":
+        opt = medium.Muon([dict(params=params[:1], weight_decay=0.0), dict(params=params[1:], weight_decay=0.0)],
+                          0.05, 0.9, comm, lambda *args: log.append("update"))
+    else:
+        opt = medium.ShardedAdam([dict(params=params, lr=0.01)], (0.8, 0.95), 1e-10, comm,
+                                 lambda *args: log.append("update"))
+    opt.step()
+    assert log == ["reduce-scatter"] * 2 + ["wait reduce-scatter", "update", "all-gather"] * 2 + ["wait all-gather"] * 2
+
+
 def test_sharded_adam_keeps_fp32_moments_for_bf16_weights():
     torch.manual_seed(3)
     weight = torch.nn.Parameter(torch.randn(16, 8).bfloat16())
