@@ -29,7 +29,7 @@ CASE_NAMES = ["missing files", "too few val tokens", "too few train tokens", "wo
               "short shard", "no cuda", "nan lr", "beta at 1", "no peak", "small vocabulary", "window backwards",
               "world size 0", "folder as shards", "custom pattern", "log exists", "no-attention block",
               "weight decay past zero", "dashes", "val split over 4 ranks", "fineweb pattern typo",
-              "relative pattern"]
+              "relative pattern", "custom pattern, no shards yet"]
 # the ones also run as a real process: one per kind of check
 PROCESS_CASES = ["malformed", "world size 3", "seq not multiple of 128", "missing files", "truncated shard", "no cuda"]
 
@@ -91,6 +91,10 @@ def cases(folder: Path) -> dict:
                              f"e.g. '{folder}/*_train_*.bin'"),
         "custom pattern": (TINY + [f"--train_files={folder}/mine_*.bin", good[1]], {},
                            "~check the pattern (a glob of shard files"),
+        # no .bin file beside it, but no FineWeb pattern either: it is the pattern to check, not a download to run
+        "custom pattern, no shards yet": (TINY + [f"--train_files={folder}/mine/nothing_*.bin", good[1]], {},
+                                          f"--train_files={folder}/mine/nothing_*.bin matches no files; check the "
+                                          "pattern (a glob of shard files, e.g. 'data/<name>/<name>_train_*.bin')"),
         "relative pattern": (TINY + ["--train_files=nowhere/fineweb_train_*.bin", good[1]], {},
                              "--train_files=nowhere/fineweb_train_*.bin matches no files (a relative pattern, read "
                              f"from {os.getcwd()}); download FineWeb with: python data/cached_fineweb10B.py 35"),
