@@ -159,6 +159,40 @@ def test_skip_weights_join_block_outputs_to_their_target_inputs(model, monkeypat
         assert torch.equal(inputs[plain], outputs[plain - 1])
 
 
+def test_the_skips_carry_gradient_back_to_their_source_blocks(model, monkeypatch):
+    """The gradient at block 6's output is the gradient at block 7's input plus skip weight 0 times the gradient at
+    block 9's input (and so for blocks 4 and 2): the skips train the early blocks too. The skip tests check the
+    forward only, so a model that detached the skipped outputs passed."""
+    tokens = packed_tokens(2)
+    index = {id(block): i for i, block in enumerate(model.blocks)}
+    inputs, outputs = {}, {}
+    original = medium.Block.forward
+
+    def record(self, x, *rest):
+        inputs[index[id(self)]] = x = x.view_as(x)  # a node of its own: its gradient is this block's path alone
+        outputs[index[id(self)]] = original(self, x, *rest)
+        for stream in (x, outputs[index[id(self)]]):
+            stream.retain_grad()
+        return outputs[index[id(self)]]
+
+    monkeypatch.setattr(medium.Block, "forward", record)
+    skip = torch.tensor([0.5, 2.0, -1.0])
+    with torch.no_grad():
+        saved = model.scalars[:3].clone()
+        model.scalars[:3] = skip
+    try:
+        model(tokens[:-1], tokens[1:], torch.tensor(2)).backward()
+    finally:
+        model.zero_grad()
+        with torch.no_grad():
+            model.scalars[:3] = saved
+    for (source, target), weight in zip([(6, 9), (4, 10), (2, 11)], skip):
+        through_skip = weight * inputs[target].grad.float()
+        assert through_skip.abs().max() > 0.1 * inputs[source + 1].grad.float().abs().max(), source
+        torch.testing.assert_close(outputs[source].grad.float(), inputs[source + 1].grad.float() + through_skip,
+                                   rtol=2e-2, atol=2e-2 * through_skip.abs().max().item())
+
+
 def test_the_blocks_get_the_normed_embedding_and_the_head_the_normed_last_stream(model, monkeypatch):
     """x0 (and block 0's x) is rms_norm(embed(tokens)), the head's input rms_norm of the last block's output: rows of
     RMS 1. The embedding's N(0, 1) rows have an RMS near 1 already, and the other tests compare the model with itself,
