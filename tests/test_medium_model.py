@@ -229,6 +229,22 @@ def test_both_mlp_paths_norm_their_input(epilogue):
         torch.testing.assert_close(out.float(), plain, rtol=2e-2, atol=2e-2 * plain.abs().max().item())
 
 
+def test_the_epilogue_mlp_runs_the_fused_gemms_on_the_tokens_as_rows(monkeypatch):
+    """--mlp_epilogue (the default) takes the MLP through normed_relu_square_mlp, tokens flattened to rows; without it
+    the torch ops. Both paths give the same output, so an MLP that ignored the flag (the GPU losing its fused GEMMs)
+    passed."""
+    calls = []
+    monkeypatch.setattr(medium, "normed_relu_square_mlp", lambda x, fc_w, proj_w: calls.append((x, fc_w, proj_w)) or
+                        torch.ones_like(x))
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(11)).bfloat16()
+    mlp = medium.MLP(64, 256, epilogue=True)
+    with torch.no_grad():
+        assert torch.equal(mlp(x), torch.ones_like(x))
+        assert not medium.MLP(64, 256, epilogue=False)(x).any()  # zero proj_w, and no call
+    assert len(calls) == 1 and torch.equal(calls[0][0], x.view(32, 64))
+    assert calls[0][1] is mlp.fc_w and calls[0][2] is mlp.proj_w
+
+
 def test_each_block_gets_the_value_embedding_of_its_tables_layout(model, monkeypatch):
     """Block i mixes in value_embeds[value_embed_layout[i]] of the tokens (None between): the layout test checks the
     list, not what the forward does with it, and every table learns from the gradients, so a forward that handed
