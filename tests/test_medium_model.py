@@ -273,6 +273,21 @@ def test_value_embedding_layout_and_attention_free_block():
     assert gpt.lm_head_w.dtype == gpt.scalars.dtype == torch.float32
 
 
+def test_the_attention_free_block_is_the_one_no_attention_layer_names():
+    """--no_attention_layer picks the block without attention (-1: none); the tests above ran its default, 7, so a
+    model that always left out block 7 passed."""
+    for layer, expected in [(3, [3]), (-1, []), (15, [15])]:
+        with torch.device("meta"):
+            gpt = medium.GPT(tiny_args(no_attention_layer=layer))
+        assert [i for i, b in enumerate(gpt.blocks) if b.attn is None] == expected, layer
+
+
+def test_the_vocabulary_is_padded_up_to_a_multiple_of_128():
+    """50257 tokens make 50304 rows; a multiple of 128 stays as it is (the default's padding hid a formula that
+    added a block of 128 rows there)."""
+    assert [medium.padded_vocab(v) for v in (50257, 50304, 1, 128, 129)] == [50304, 50304, 128, 128, 256]
+
+
 # Masks
 
 
