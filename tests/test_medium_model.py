@@ -352,6 +352,23 @@ def test_each_layer_gets_its_long_or_short_window(model, monkeypatch):
     assert scales == [0.12] * 15
 
 
+def test_a_custom_window_pattern_gives_block_i_the_mask_of_its_ith_letter(monkeypatch):
+    """--window_pattern is read from block 0 on. The record's pattern is a palindrome, so a model that read it from
+    the last letter passed the test above."""
+    pattern = "LLLLSSSSSSSSSSSS"
+    torch.manual_seed(0)
+    gpt = medium.GPT(tiny_args(window_pattern=pattern))
+    tokens = packed_tokens(3, documents=2)
+    masks = []
+    monkeypatch.setattr(medium, "attend", lambda q, k, v, mask, scale: (masks.append(mask), q)[1])
+    with torch.no_grad():
+        gpt(tokens[:-1], tokens[1:], torch.tensor(4))
+    docs = (tokens[:-1] == medium.EOT_TOKEN).cumsum(0)
+    long, short = brute_force_mask(docs, 4), brute_force_mask(docs, 2)
+    kinds = [("L" if torch.equal(m, long) else "S" if torch.equal(m, short) else "?") for m in masks]
+    assert kinds == [kind for i, kind in enumerate(pattern) if i != 7]
+
+
 @pytest.mark.parametrize("window, short", [(1, 1), (3, 1), (4, 2)])
 def test_the_short_window_is_half_the_long_one_and_at_least_one_block(window, short):
     """At step 0 the window is one block: half of it, rounded down, would be none, and every query of an S layer
