@@ -486,6 +486,44 @@ def test_chunked_eval_head_equals_the_training_loss(model):
     assert abs(eval_mean.item() - math.log(50304)) > 0.01  # the random head really is used
 
 
+def test_eval_takes_the_head_in_four_chunks_of_tokens(model, monkeypatch):
+    """Validation's head runs on HEAD_CHUNKS = 4 quarters of the tokens in turn, so that no logits tensor of the whole
+    sequence exists (record 7). The chunks' summed losses equal one sum, so a head taken in one piece passed."""
+    tokens = packed_tokens(6)
+    calls, head_loss = [], medium.GPT.head_loss
+    monkeypatch.setattr(medium.GPT, "head_loss", lambda self, x, targets: calls.append((x, targets)) or
+                        head_loss(self, x, targets))
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(tokens[:-1], tokens[1:], torch.tensor(2))
+    finally:
+        model.train()
+    assert medium.HEAD_CHUNKS == 4 and len(calls) == 4
+    assert [targets.tolist() for _, targets in calls] == [part.tolist() for part in tokens[1:].chunk(4)]
+    assert all(x.shape == (SEQ // 4, 64) for x, _ in calls)
+
+
+def test_the_head_loss_is_the_summed_cross_entropy_of_the_softcapped_bf16_logits():
+    """In training and in eval (the CPU's head): logits of the bf16 head, softcapped, then a summed cross entropy.
+    The loss tests start from a zero head, whose logits the softcap leaves alone, and compare the model with itself,
+    so a head without the softcap passed."""
+    torch.manual_seed(0)
+    gpt = medium.GPT(tiny_args())
+    with torch.no_grad():
+        gpt.lm_head_w.normal_(0, 10.0)
+    generator = torch.Generator().manual_seed(12)
+    x = F.rms_norm(torch.randn(32, 64, generator=generator), (64,)).bfloat16()
+    targets = torch.randint(0, 50257, (32,), generator=generator, dtype=torch.int32)
+    logits = F.linear(x, gpt.lm_head_w.bfloat16()).float()
+    assert logits.abs().max() > 30  # the softcap bends these
+    expected = F.cross_entropy(medium.softcap(logits), targets.long(), reduction="sum")
+    with torch.no_grad():
+        torch.testing.assert_close(gpt.head_loss(x, targets), expected)
+        gpt.eval()
+        torch.testing.assert_close(gpt.head_loss(x, targets), expected)
+
+
 def test_attention_layers_share_one_rotary_table():
     with torch.device("meta"):
         model = medium.GPT(tiny_args())
