@@ -531,6 +531,15 @@ def test_attention_layers_share_one_rotary_table():
     assert len(tables) == 1 and len(list(model.buffers())) == 2
 
 
+def test_the_rotary_table_covers_the_longer_of_the_training_and_validation_sequences():
+    """Validation sequences may be longer than training's (or shorter): the table needs rows for both. The tests ran
+    equal lengths, so a table of train_seq_len rows passed."""
+    for train, val in [(256, 512), (512, 256)]:
+        with torch.device("meta"):
+            gpt = medium.GPT(tiny_args(train_seq_len=train, val_seq_len=val))
+        assert gpt.blocks[0].attn.rotary.cos.shape == (512, 16), (train, val)
+
+
 # FLOPs
 
 
