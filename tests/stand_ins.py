@@ -1,7 +1,8 @@
 """Stand-ins for a model and optimizers that record what a training step hands them, and the check of a track's
 train_step built on them (both tracks' tests); stand-in shard tokens; a run started to be stopped by Ctrl-C; a
-folder this user cannot enter."""
+folder this user cannot enter; records/tool.py loaded as a module."""
 
+import importlib.util
 import itertools
 import os
 import signal
@@ -126,3 +127,12 @@ def deny_entry_below(folder: str, monkeypatch):
 
     monkeypatch.setattr(os, "stat", stat)
     return stat
+
+
+def records_tool():
+    """records/tool.py (a script, not a package module) loaded afresh as the module records_tool."""
+    spec = importlib.util.spec_from_file_location("records_tool", Path(__file__).resolve().parents[1] / "records" /
+                                                  "tool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,7 +2,6 @@
 records tables list every record folder, and every record folder holds a README and whole run logs, whose line ends
 git leaves as written."""
 import functools
-import importlib.util
 import itertools
 import re
 import shutil
@@ -10,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from stand_ins import records_tool
 
 REPO = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -52,9 +52,7 @@ def test_every_record_folder_has_a_readme_and_whole_run_logs():
     """A record is a README and its logs (records/README.md): a folder without a README passed the link checks, and a
     log whose script was edited after the run (its separator's byte count no longer holds) is skipped by
     `records/tool.py compare` with a warning only, so its run would silently drop out of the record's statistics."""
-    spec = importlib.util.spec_from_file_location("records_tool", REPO / "records" / "tool.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = records_tool()
     folders = [folder for folder in REPO.glob("records/track_*/*") if folder.is_dir()]
     assert [str(folder.relative_to(REPO)) for folder in folders if not (folder / "README.md").is_file()] == []
     broken = []

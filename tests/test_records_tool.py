@@ -6,7 +6,6 @@ Part B makes real logs with tiny CPU runs of train_gpt.py (and of train_gpt_medi
 
 import dataclasses
 import errno
-import importlib.util
 import json
 import math
 import os
@@ -24,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "records" / "tool.py"
 sys.path.insert(0, str(REPO / "data"))
 import shards  # noqa: E402  (data/shards.py writes the Part B shards)
+from stand_ins import records_tool  # noqa: E402
 
 FAKE_SCRIPT = (
     "import sys\n"
@@ -33,11 +33,6 @@ FAKE_SCRIPT = (
 )
 
 
-def load_tool_module():
-    spec = importlib.util.spec_from_file_location("records_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def this_environment():
@@ -343,7 +338,7 @@ def test_rerun_reads_a_tilde_in_logs_dir_both_ways(tmp_path, monkeypatch, capsys
     --logs_dir=~/runs into a folder named ~ below the working one, and has no check of its own for an existing log.
     Reading ~ as the home folder alone, rerun let '-- --run_id=seed0' write over that log; today's scripts' home
     folder is refused too."""
-    tool_module = load_tool_module()
+    tool_module = records_tool()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     for folder in (tmp_path / "~" / "runs", tmp_path / "home" / "runs"):
@@ -398,7 +393,7 @@ def test_rerun_of_two_processes_that_fail_ends_in_their_error_and_one_line_namin
 def test_rerun_takes_its_launcher_from_run_sh_and_names_a_missing_one(tmp_path, monkeypatch):
     """One copy of the launcher code, run.sh's: rerun runs exactly it, and where run.sh is missing or has lost it,
     rerun says so in one line before writing the script."""
-    module = load_tool_module()
+    module = records_tool()
     code = module.run_sh_launcher()
     assert "except ChildFailedError" in code and code in (REPO / "run.sh").read_text()
     argv = module.executed_argv([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "S"])
@@ -737,7 +732,7 @@ def test_compare_names_a_folder_this_user_cannot_read(tmp_path, monkeypatch):
     """Its glob finds nothing, as in an empty folder. os.access stands in for the permissions, and the glob answers
     as it would there: the tests run as root, who reads any folder."""
     make_log(tmp_path / "g" / "s0.txt", val_losses=(10.8, 3.2), hparams={"seed": "0"})
-    module = load_tool_module()
+    module = records_tool()
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path / "g") and real_access(path, mode))
     monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([]))
@@ -814,7 +809,7 @@ def test_compare_png_needs_a_png_name_and_matplotlib(tmp_path, monkeypatch, caps
     result = tool("compare", log, "--png", tmp_path / "curves.pdf")
     assert result.returncode == 2 and result.stderr == f"error: --png {tmp_path / 'curves.pdf'}: give a file name " \
         "ending in .png\n" and result.stdout == ""
-    module = load_tool_module()
+    module = records_tool()
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     assert module.main(["compare", str(log), "--png", str(tmp_path / "curves.png")]) == 2
     assert capsys.readouterr().err == "error: --png needs matplotlib: pip install matplotlib (or leave --png out)\n"
@@ -824,7 +819,7 @@ def test_compare_png_needs_a_png_name_and_matplotlib(tmp_path, monkeypatch, caps
 def test_fallback_student_t_cdf_matches_scipy():
     from scipy import stats
 
-    module = load_tool_module()
+    module = records_tool()
     for df in range(1, 30):
         for t in (-40.0, -6.5, -3.0645, -1.0, -0.1, 0.0, 0.7, 2.0, 9.0):
             assert module.student_t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-12)
@@ -832,7 +827,7 @@ def test_fallback_student_t_cdf_matches_scipy():
 
 
 def test_parser_reads_header_hyperparameters_and_steps(tmp_path):
-    module = load_tool_module()
+    module = records_tool()
     log = module.load_log(make_log(tmp_path / "run.txt", world_size=2, val_losses=(10.8, 5.0, 3.3),
                                    nvidia_smi=["line one", "  indented"]))
     assert log.header["world_size"] == "2" and log.header["gpu"] == "none"
@@ -848,7 +843,7 @@ def test_parser_reads_header_hyperparameters_and_steps(tmp_path):
 
 def test_parser_reads_empty_values_whose_trailing_space_was_stripped(tmp_path):
     """The scripts write an empty value as "  name: "; a log kept in git may lose that trailing space."""
-    module = load_tool_module()
+    module = records_tool()
     path = make_log(tmp_path / "run.txt", hparams={"run_id": "", "lr": "0.05"})
     path.write_bytes(path.read_bytes().replace(b"  run_id: \n", b"  run_id:\n"))
     log = module.load_log(path)
@@ -876,7 +871,7 @@ def test_current_environment_names_the_gpus_as_the_track_scripts_do(names, monke
     import torch
     sys.path.insert(0, str(REPO))
     import train_gpt
-    module = load_tool_module()
+    module = records_tool()
     monkeypatch.setattr(module, "torch_build", lambda: {"__version__": torch.__version__, "cuda": "13.0"})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
@@ -887,7 +882,7 @@ def test_current_environment_names_the_gpus_as_the_track_scripts_do(names, monke
 
 def test_cpu_log_without_peak_memory_line(tmp_path):
     log = make_log(tmp_path / "cpu.txt", val_losses=(10.8, 3.29), peak=False)
-    assert load_tool_module().load_log(log).peak_allocated_mib is None
+    assert records_tool().load_log(log).peak_allocated_mib is None
     result = tool("compare", log)
     assert result.returncode == 0, result.stderr
     row = rf"^{re.escape(str(log))}\s+3\.29\s+0\.700\s+35\.00\s+20/20\s+n/a\s+n/a\s+n/a\s*$"
@@ -909,7 +904,7 @@ TORCHRUN_4 = ["torchrun", "--standalone", "--nproc_per_node=4", "S"]
     (4, None, TORCHRUN_4),
 ])
 def test_reproduce_command_follows_the_recorded_launch(tmp_path, world_size, command, expected):
-    module = load_tool_module()
+    module = records_tool()
     path = make_log(tmp_path / "run.txt", world_size=world_size, overrides=("--a=1",))
     text = path.read_text()
     text = re.sub(r"^command: .*\n", "" if command is None else f"command: {command}\n", text, flags=re.M)
@@ -1063,7 +1058,7 @@ def test_a_path_in_the_way_of_the_output_is_one_line_error(tmp_path, where, line
 ])
 def test_a_write_error_is_one_line_error_naming_the_fix(tmp_path, monkeypatch, capsys, error, line):
     """What the tests cannot bring about as root on a roomy disk: the OSError that the write would raise."""
-    module = load_tool_module()
+    module = records_tool()
     log = make_log(tmp_path / "run.txt")
 
     def failing_write(*args):
@@ -1129,12 +1124,12 @@ def tiny_shards(tmp_path_factory):
 
 def losses(log_path):
     """Every (step, kind, loss) of a log, kind being val_loss or train_loss."""
-    steps = load_tool_module().load_log(log_path).steps
+    steps = records_tool().load_log(log_path).steps
     return [(row["step"], key, row[key]) for row in steps for key in ("val_loss", "train_loss") if key in row]
 
 
 def final_val_loss(log_path):
-    return load_tool_module().load_log(log_path).last("val_loss")
+    return records_tool().load_log(log_path).last("val_loss")
 
 
 def runnable(command):
@@ -1222,7 +1217,7 @@ def run_d(tiny_shards, tmp_path_factory):
 
 
 def test_real_log_is_parsed(run_a):
-    log = load_tool_module().load_log(run_a.log)
+    log = records_tool().load_log(run_a.log)
     assert log.script_name == "train_gpt.py"
     assert log.source == run_a.source
     assert log.header["world_size"] == "1"
@@ -1250,7 +1245,7 @@ def test_printed_command_reproduces_every_loss(run_a, run_b):
     command, script, log_b = run_b
     assert losses(log_b)[-1] == losses(run_a.log)[-1] == (2, "val_loss", final_val_loss(run_a.log))
     assert losses(log_b) == losses(run_a.log)
-    log = load_tool_module().load_log(log_b)
+    log = records_tool().load_log(log_b)
     assert log.source == run_a.source and log.script_name == "train_gpt.py"
     assert json.loads(log.header["argv"]) == [str(script), *run_a.args]
 
@@ -1259,7 +1254,7 @@ def test_rerun_passes_extra_args_through_and_diff_shows_the_change(run_a, run_c)
     launched, log_c = run_c
     assert launched[0] == sys.executable and Path(launched[1]).name == "train_gpt.py"
     assert launched[2:] == [*run_a.args, "--seed=1"]
-    assert load_tool_module().load_log(log_c).hparams["seed"] == "1"
+    assert records_tool().load_log(log_c).hparams["seed"] == "1"
     assert final_val_loss(log_c) != final_val_loss(run_a.log)  # so equal losses above mean something
 
     result = checked(tool("diff", run_a.log, log_c))
@@ -1271,7 +1266,7 @@ def test_rerun_passes_extra_args_through_and_diff_shows_the_change(run_a, run_c)
 def with_header_values(log_path, out, **values):
     """Copy a log to `out` with some header lines (after the separator only) given new values."""
     data = log_path.read_bytes()
-    match, _ = load_tool_module().find_separator(data)
+    match, _ = records_tool().find_separator(data)
     tail = data[match.end():].decode()
     for key, value in values.items():
         tail, count = re.subn(rf"^{key}: .*$", f"{key}: {value}", tail, count=1, flags=re.M)
@@ -1320,7 +1315,7 @@ def test_compare_real_logs_with_fixed_final_losses(run_a, tmp_path):
     line = assert_group_statistics(result.stdout, str(group), 5, mean, s, t, p)
     assert p == pytest.approx(0.012027, abs=1e-6) and "p >= 0.01" in line  # just short of a record
 
-    log = load_tool_module().load_log(run_a.log)
+    log = records_tool().load_log(run_a.log)
     train_s = float(log.last("train_time")[:-2]) / 1000
     step_avg = float(log.last("step_avg")[:-2])
     for i, loss in enumerate(fixed):
@@ -1352,7 +1347,7 @@ def test_real_non_log_files_are_one_line_errors(run_a, tmp_path, args):
 
 
 def test_two_process_run_extracts_and_reruns_under_torchrun(run_d, tmp_path):
-    log = load_tool_module().load_log(run_d.log)
+    log = records_tool().load_log(run_d.log)
     assert log.header["world_size"] == "2"
     assert log.header["command"].startswith("torchrun --standalone --nproc_per_node=2 train_gpt.py ")
     assert log.hparams["grad_accum_steps"] == "1" and log.hparams["num_iterations"] == "1"
@@ -1376,8 +1371,8 @@ def test_medium_track_extracts_and_reruns_to_the_same_loss(tiny_shards, tmp_path
     run = first_run("train_gpt_medium.py", 1, tiny_shards, tmp_path)
     command, script, log = extract_and_run(run, tmp_path)
     assert script.read_bytes() == run.source
-    assert load_tool_module().load_log(run.log).source == run.source
+    assert records_tool().load_log(run.log).source == run.source
     assert command == ["python", str(script), *run.args]
     assert losses(log)[-1][1] == "val_loss"
     assert losses(log) == losses(run.log)
-    assert load_tool_module().load_log(log).script_name == "train_gpt_medium.py"
+    assert records_tool().load_log(log).script_name == "train_gpt_medium.py"

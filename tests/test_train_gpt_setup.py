@@ -9,7 +9,6 @@ a run out of GPU memory stops with; and the log header's nvidia-smi table, or th
 
 import ctypes
 import functools
-import importlib.util
 import inspect
 import itertools
 import json
@@ -36,7 +35,7 @@ from train_gpt import SetupError  # noqa: E402
 
 sys.path.insert(0, str(REPO_ROOT / "data"))
 from shards import write_shard  # noqa: E402
-from stand_ins import WindowRecorder, documents  # noqa: E402
+from stand_ins import WindowRecorder, documents, records_tool  # noqa: E402
 
 COMPILE_AND_COUNT = """
 import importlib, sys, torch
@@ -1268,20 +1267,13 @@ def test_the_headers_date_is_utc_whatever_the_machines_time_zone(script, tmp_pat
     assert abs((datetime.now(timezone.utc) - written).total_seconds()) < 60
 
 
-def load_records_tool():
-    spec = importlib.util.spec_from_file_location("records_tool", REPO_ROOT / "records" / "tool.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("script", [train_gpt, train_gpt_medium], ids=["train_gpt", "train_gpt_medium"])
 @pytest.mark.parametrize("gpus", [[], ["NVIDIA H100 80GB HBM3"] * 8], ids=["no GPU", "8 GPUs"])
 def test_the_headers_environment_lines_are_what_records_tool_compares_a_rerun_with(script, gpus, monkeypatch):
     """rerun warns about each of python, torch, cuda, triton and gpu that differs between a log's header and the
     machine: a line missing from the header (a key renamed or dropped) is never compared, and one written otherwise
     ('None' for no CUDA, a GPU without its count) differs on the very machine that wrote it."""
-    tool = load_records_tool()
+    tool = records_tool()
     monkeypatch.setattr(tool, "torch_build", lambda: {"__version__": torch.__version__, "cuda": "13.0"})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: bool(gpus))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
